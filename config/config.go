@@ -1,0 +1,360 @@
+// Package config is kdelay's configuration: one struct read from KDELAY_*
+// environment variables, validated as a whole, and turned into franz-go
+// client options and a slog logger.
+//
+// Load parses and validates in one step and reports every problem at once,
+// each naming the variable and its bad value, e.g.
+//
+//	config: KDELAY_MAX_DELAY="soon": not a duration
+//	config: KDELAY_PARTITIONS_PER_LEVEL=0: must be at least 1
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// Prefix starts every variable name.
+const Prefix = "KDELAY_"
+
+// Config is kdelay's whole configuration. Field docs name the variable and
+// its default; an empty variable counts as unset and takes the default.
+type Config struct {
+	// Brokers are the seed brokers, KDELAY_BROKERS, a comma list; default
+	// localhost:9092.
+	Brokers []string `env:"BROKERS" envDefault:"localhost:9092" envSeparator:","`
+	// ClientID is sent to the brokers, KDELAY_CLIENT_ID; default kdelay.
+	ClientID string `env:"CLIENT_ID" envDefault:"kdelay"`
+	// Topic is the delay topic, KDELAY_TOPIC; default delay-topic.
+	Topic string `env:"TOPIC" envDefault:"delay-topic"`
+	// Group is the consumer group of the relays, KDELAY_GROUP; default kdelay.
+	Group string `env:"GROUP" envDefault:"kdelay"`
+	// Levels is the level list in RocketMQ's messageDelayLevel form,
+	// KDELAY_LEVELS; default the 18 RocketMQ levels, levels.DefaultSpec.
+	Levels string `env:"LEVELS" envDefault:"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"`
+	// PartitionsPerLevel is k, KDELAY_PARTITIONS_PER_LEVEL; default 1. The
+	// delay topic has levels x k partitions.
+	PartitionsPerLevel int `env:"PARTITIONS_PER_LEVEL" envDefault:"1"`
+	// DataDir holds the wheel files, KDELAY_DATA_DIR; default kdelay-data
+	// (relative to the working directory; the container image sets /data).
+	DataDir string `env:"DATA_DIR" envDefault:"kdelay-data"`
+	// DLQTopic receives records that cannot be delivered, KDELAY_DLQ_TOPIC;
+	// default <topic>.dlq.
+	DLQTopic string `env:"DLQ_TOPIC"`
+	// TargetAllow, KDELAY_TARGET_ALLOW, a comma list of topic glob patterns
+	// (path.Match syntax: "orders.*"); when set, only matching targets are
+	// delivered to. Default: every topic.
+	TargetAllow []string `env:"TARGET_ALLOW" envSeparator:","`
+	// TargetDeny, KDELAY_TARGET_DENY, a comma list of topic glob patterns
+	// that are never delivered to; it wins over TargetAllow. Internal
+	// topics (__*), the delay topic and the dead-letter topic are always
+	// denied. Default: none beyond those.
+	TargetDeny []string `env:"TARGET_DENY" envSeparator:","`
+	// MaxDelay, KDELAY_MAX_DELAY; default 720h (30 days). Records due later
+	// than this after their timestamp are dead-lettered.
+	MaxDelay time.Duration `env:"MAX_DELAY" envDefault:"720h"`
+	// HTTPAddr serves /metrics, /healthz and /readyz, KDELAY_HTTP_ADDR;
+	// default :8080. "off" disables the server.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+	// LogLevel, KDELAY_LOG_LEVEL: debug, info, warn or error; default info.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	// LogFormat, KDELAY_LOG_FORMAT: text (tint, coloured only on a
+	// terminal) or json; default text.
+	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
+	// ShutdownTimeout bounds the graceful shutdown, KDELAY_SHUTDOWN_TIMEOUT;
+	// default 30s.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+
+	// WheelHorizon, KDELAY_WHEEL_HORIZON, is the longest wait the local
+	// wheel takes; longer waits cascade through the delay topic. Default:
+	// the largest gap between consecutive levels (1h for the default levels).
+	WheelHorizon time.Duration `env:"WHEEL_HORIZON"`
+	// WheelSync, KDELAY_WHEEL_SYNC: batch (fsync every group commit),
+	// interval (at most once a second) or none; default batch. Commits never
+	// pass a record the wheel holds, so a weaker policy risks duplicates after
+	// a crash, never loss.
+	WheelSync string `env:"WHEEL_SYNC" envDefault:"batch"`
+	// FetchMaxWait, KDELAY_FETCH_MAX_WAIT, bounds how long a fetch waits for
+	// data, and so how late a resumed partition is read; default 100ms.
+	FetchMaxWait time.Duration `env:"FETCH_MAX_WAIT" envDefault:"100ms"`
+	// TargetMissingTimeout, KDELAY_TARGET_MISSING_TIMEOUT: how long a
+	// missing target topic is retried before the record is dead-lettered;
+	// default 30s.
+	TargetMissingTimeout time.Duration `env:"TARGET_MISSING_TIMEOUT" envDefault:"30s"`
+
+	// SASLMechanism, KDELAY_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512; default none.
+	SASLMechanism string `env:"SASL_MECHANISM"`
+	// SASLUsername, KDELAY_SASL_USERNAME.
+	SASLUsername string `env:"SASL_USERNAME"`
+	// SASLPassword, KDELAY_SASL_PASSWORD.
+	SASLPassword string `env:"SASL_PASSWORD"`
+	// SASLPasswordFile, KDELAY_SASL_PASSWORD_FILE: a file holding the
+	// password (a mounted secret); trailing newlines are cut. Used when
+	// KDELAY_SASL_PASSWORD is empty.
+	SASLPasswordFile string `env:"SASL_PASSWORD_FILE"`
+	// TLSEnabled, KDELAY_TLS_ENABLED; default false.
+	TLSEnabled bool `env:"TLS_ENABLED" envDefault:"false"`
+	// TLSCAFile, KDELAY_TLS_CA_FILE: PEM CA bundle; default the system pool.
+	TLSCAFile string `env:"TLS_CA_FILE"`
+	// TLSCertFile and TLSKeyFile, KDELAY_TLS_CERT_FILE and
+	// KDELAY_TLS_KEY_FILE: a client certificate (mutual TLS); both or none.
+	TLSCertFile string `env:"TLS_CERT_FILE"`
+	TLSKeyFile  string `env:"TLS_KEY_FILE"`
+
+	table *levels.Table
+}
+
+// Load reads the configuration from environ (the process environment when
+// nil) and validates it. The error lists every problem.
+func Load(environ map[string]string) (Config, error) {
+	opts := env.Options{Prefix: Prefix}
+	if environ != nil {
+		opts.Environment = environ
+	} else {
+		environ = envMap(os.Environ())
+	}
+	c, err := env.ParseAsWithOptions[Config](opts)
+	var problems []error
+	if err != nil {
+		problems = append(problems, describeParseErrors(err, environ)...)
+	}
+	if verr := c.Validate(); verr != nil {
+		problems = append(problems, verr)
+	}
+	if len(problems) > 0 {
+		return c, errors.Join(problems...)
+	}
+	return c, nil
+}
+
+// Default returns the configuration with every default.
+func Default() Config {
+	c, err := Load(map[string]string{})
+	if err != nil {
+		panic(err) // the defaults are valid; TestDefaults proves it
+	}
+	return c
+}
+
+func envMap(kvs []string) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// describeParseErrors rewrites env's errors, which name struct fields, into
+// ones naming the variable and its value.
+func describeParseErrors(err error, environ map[string]string) []error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return []error{fmt.Errorf("config: %w", err)}
+	}
+	var out []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			name := Prefix + fieldTag(pe.Name)
+			what := "invalid value"
+			switch pe.Type {
+			case reflect.TypeFor[time.Duration]():
+				what = "not a duration (examples: 500ms, 90s, 1h30m)"
+			case reflect.TypeFor[int]():
+				what = "not an integer"
+			case reflect.TypeFor[bool]():
+				what = "not a boolean (true or false)"
+			}
+			out = append(out, fmt.Errorf("config: %s=%q: %s", name, environ[name], what))
+			continue
+		}
+		out = append(out, fmt.Errorf("config: %w", e))
+	}
+	return out
+}
+
+func fieldTag(field string) string {
+	f, ok := reflect.TypeFor[Config]().FieldByName(field)
+	if !ok {
+		return field
+	}
+	tag, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return tag
+}
+
+// Validate checks every field and fills the derived ones (the default
+// dead-letter topic, the wheel horizon, the level table). It returns every
+// problem at once, joined; each names the variable and the bad value.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name string, value any, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s%s=%q: %s", Prefix, name, fmt.Sprint(value), fmt.Sprintf(format, args...)))
+	}
+
+	if len(c.Brokers) == 0 {
+		bad("BROKERS", "", "at least one broker is required")
+	}
+	for _, b := range c.Brokers {
+		if b = strings.TrimSpace(b); b == "" || strings.ContainsAny(b, " /") {
+			bad("BROKERS", strings.Join(c.Brokers, ","), "%q is not host:port", b)
+		}
+	}
+	if err := levels.ValidTopicName(c.Topic); err != nil {
+		bad("TOPIC", c.Topic, "not a valid Kafka topic name")
+	}
+	if strings.TrimSpace(c.Group) == "" {
+		bad("GROUP", c.Group, "must not be empty")
+	}
+	durs, err := levels.ParseSpec(c.Levels)
+	if err != nil {
+		bad("LEVELS", c.Levels, "%v", strings.TrimPrefix(err.Error(), "levels: "))
+	}
+	if c.PartitionsPerLevel < 1 {
+		bad("PARTITIONS_PER_LEVEL", c.PartitionsPerLevel, "must be at least 1")
+	}
+	if err == nil && c.PartitionsPerLevel >= 1 {
+		t, terr := levels.New(durs, c.PartitionsPerLevel)
+		if terr != nil {
+			bad("PARTITIONS_PER_LEVEL", c.PartitionsPerLevel, "%v", terr)
+		}
+		c.table = t
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		bad("DATA_DIR", c.DataDir, "must not be empty")
+	}
+	if c.DLQTopic == "" && c.Topic != "" {
+		c.DLQTopic = c.Topic + ".dlq"
+	}
+	if err := levels.ValidTopicName(c.DLQTopic); err != nil {
+		bad("DLQ_TOPIC", c.DLQTopic, "not a valid Kafka topic name")
+	} else if c.DLQTopic == c.Topic {
+		bad("DLQ_TOPIC", c.DLQTopic, "must differ from KDELAY_TOPIC")
+	}
+	for _, p := range c.TargetAllow {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			bad("TARGET_ALLOW", strings.Join(c.TargetAllow, ","), "bad pattern %q", p)
+		}
+	}
+	for _, p := range c.TargetDeny {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			bad("TARGET_DENY", strings.Join(c.TargetDeny, ","), "bad pattern %q", p)
+		}
+	}
+	if c.MaxDelay <= 0 {
+		bad("MAX_DELAY", c.MaxDelay, "must be positive")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) {
+		bad("LOG_LEVEL", c.LogLevel, "must be debug, info, warn or error")
+	}
+	if !slices.Contains([]string{"text", "json"}, strings.ToLower(c.LogFormat)) {
+		bad("LOG_FORMAT", c.LogFormat, "must be text or json")
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("SHUTDOWN_TIMEOUT", c.ShutdownTimeout, "must be positive")
+	}
+	if c.WheelHorizon < 0 {
+		bad("WHEEL_HORIZON", c.WheelHorizon, "must not be negative")
+	} else if c.WheelHorizon == 0 && c.table != nil {
+		c.WheelHorizon = c.table.MaxGap()
+	}
+	if !slices.Contains([]string{"batch", "interval", "none"}, strings.ToLower(c.WheelSync)) {
+		bad("WHEEL_SYNC", c.WheelSync, "must be batch, interval or none")
+	}
+	if c.FetchMaxWait <= 0 || c.FetchMaxWait > time.Minute {
+		bad("FETCH_MAX_WAIT", c.FetchMaxWait, "must be in (0, 1m]")
+	}
+	if c.TargetMissingTimeout < 0 {
+		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
+	}
+	errs = append(errs, c.validateSecurity()...)
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateSecurity() []error {
+	var errs []error
+	bad := func(name string, value any, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s%s=%q: %s", Prefix, name, fmt.Sprint(value), fmt.Sprintf(format, args...)))
+	}
+	switch strings.ToUpper(c.SASLMechanism) {
+	case "":
+		if c.SASLUsername != "" {
+			bad("SASL_USERNAME", c.SASLUsername, "set, but KDELAY_SASL_MECHANISM is empty")
+		}
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if c.SASLUsername == "" {
+			bad("SASL_USERNAME", "", "required with KDELAY_SASL_MECHANISM=%s", c.SASLMechanism)
+		}
+		if c.SASLPassword == "" && c.SASLPasswordFile == "" {
+			bad("SASL_PASSWORD", "", "required with KDELAY_SASL_MECHANISM=%s (or KDELAY_SASL_PASSWORD_FILE)", c.SASLMechanism)
+		}
+	default:
+		bad("SASL_MECHANISM", c.SASLMechanism, "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	}
+	if c.SASLPassword == "" && c.SASLPasswordFile != "" {
+		if _, err := os.Stat(c.SASLPasswordFile); err != nil {
+			bad("SASL_PASSWORD_FILE", c.SASLPasswordFile, "cannot read: %v", errors.Unwrap(err))
+		}
+	}
+	for _, f := range []struct{ name, value string }{
+		{"TLS_CA_FILE", c.TLSCAFile}, {"TLS_CERT_FILE", c.TLSCertFile}, {"TLS_KEY_FILE", c.TLSKeyFile},
+	} {
+		if f.value == "" {
+			continue
+		}
+		if !c.TLSEnabled {
+			bad(f.name, f.value, "set, but KDELAY_TLS_ENABLED is false")
+		} else if _, err := os.Stat(f.value); err != nil {
+			bad(f.name, f.value, "cannot read: %v", errors.Unwrap(err))
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("TLS_KEY_FILE", c.TLSKeyFile, "KDELAY_TLS_CERT_FILE and KDELAY_TLS_KEY_FILE go together")
+	}
+	return errs
+}
+
+// Table returns the level table; valid after a successful [Load] or
+// [Config.Validate].
+func (c Config) Table() *levels.Table { return c.table }
+
+// TargetAllowed reports whether a record may be delivered to topic, and if
+// not, why. Internal topics (__*), the delay topic and the dead-letter
+// topic are always refused; then the deny patterns; then, when allow
+// patterns are set, a topic must match one.
+func (c Config) TargetAllowed(topic string) (bool, string) {
+	switch {
+	case strings.HasPrefix(topic, "__"):
+		return false, "internal topic"
+	case topic == c.Topic:
+		return false, "the delay topic itself"
+	case topic == c.DLQTopic:
+		return false, "the dead-letter topic"
+	}
+	for _, p := range c.TargetDeny {
+		if ok, _ := path.Match(p, topic); ok {
+			return false, "denied by KDELAY_TARGET_DENY pattern " + p
+		}
+	}
+	if len(c.TargetAllow) == 0 {
+		return true, ""
+	}
+	for _, p := range c.TargetAllow {
+		if ok, _ := path.Match(p, topic); ok {
+			return true, ""
+		}
+	}
+	return false, "not allowed by KDELAY_TARGET_ALLOW"
+}

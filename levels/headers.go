@@ -1,0 +1,298 @@
+package levels
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Header names of the producer contract. Every kdelay header starts with
+// [HeaderPrefix]; the first five are control headers set by producers and
+// removed on delivery.
+const (
+	// HeaderPrefix starts every header kdelay reads or writes.
+	HeaderPrefix = "kdelay-"
+	// HeaderTarget (required) is the topic to deliver to.
+	HeaderTarget = "kdelay-target"
+	// HeaderDelay is the delay after the record timestamp: a Go duration
+	// ("90s", "1h30m") or whole milliseconds ("90000").
+	HeaderDelay = "kdelay-delay"
+	// HeaderDeliverAt is the absolute due time: epoch milliseconds or RFC
+	// 3339. It wins over HeaderDelay and HeaderLevel.
+	HeaderDeliverAt = "kdelay-deliver-at"
+	// HeaderLevel is a RocketMQ-style level number, 1..levels; the delay is
+	// that level's duration. HeaderDelay wins over it.
+	HeaderLevel = "kdelay-level"
+	// HeaderTargetPartition is an optional partition of the target topic;
+	// without it the record key decides, as Kafka's default partitioner does.
+	HeaderTargetPartition = "kdelay-target-partition"
+
+	// HeaderDueAt is added to a forwarded record: its due time, epoch ms.
+	HeaderDueAt = "kdelay-due-at"
+	// HeaderSource is added to forwarded and dead-lettered records:
+	// "topic/partition/offset" of the delay-topic record.
+	HeaderSource = "kdelay-source"
+	// HeaderError is added to a dead-lettered record: the reason.
+	HeaderError = "kdelay-error"
+)
+
+// maxDelay bounds any delay the parser accepts so that due-time arithmetic
+// cannot overflow; operators set a tighter limit (KDELAY_MAX_DELAY).
+const maxDelay = 100 * 365 * 24 * time.Hour
+
+// Sentinel errors of [Parse]; the returned *[ContractError] wraps one.
+var (
+	ErrMissingTarget   = errors.New("missing target")
+	ErrBadTarget       = errors.New("invalid target topic")
+	ErrBadPartition    = errors.New("invalid target partition")
+	ErrBadDelay        = errors.New("invalid delay")
+	ErrNegativeDelay   = errors.New("negative delay")
+	ErrLevelOutOfRange = errors.New("level out of range")
+	ErrBadDeliverAt    = errors.New("invalid deliver-at")
+	ErrNoSchedule      = errors.New("none of kdelay-delay, kdelay-deliver-at, kdelay-level given")
+)
+
+// ContractError is a record whose kdelay headers break the contract. It
+// unwraps to one of the Err* sentinels of this package.
+type ContractError struct {
+	Header string // the offending header, "" when one is missing
+	Value  string // its value, cut to 64 bytes
+	Err    error  // the sentinel
+}
+
+func (e *ContractError) Error() string {
+	if e.Header == "" {
+		return "levels: " + e.Err.Error()
+	}
+	return fmt.Sprintf("levels: %s: header %s=%q", e.Err, e.Header, e.Value)
+}
+
+func (e *ContractError) Unwrap() error { return e.Err }
+
+// Reason returns a short, stable label for err, for metrics and logs:
+// "missing_target", "bad_delay", ... or "other".
+func Reason(err error) string {
+	for _, r := range []struct {
+		err  error
+		name string
+	}{
+		{ErrMissingTarget, "missing_target"},
+		{ErrBadTarget, "bad_target"},
+		{ErrBadPartition, "bad_target_partition"},
+		{ErrBadDelay, "bad_delay"},
+		{ErrNegativeDelay, "negative_delay"},
+		{ErrLevelOutOfRange, "level_out_of_range"},
+		{ErrBadDeliverAt, "bad_deliver_at"},
+		{ErrNoSchedule, "no_schedule"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return "other"
+}
+
+// Schedule is what the headers of a delayed record say.
+type Schedule struct {
+	Target string
+	// TargetPartition is the requested target partition, or -1 to let the
+	// key decide.
+	TargetPartition int32
+	// Due is when the record is due.
+	Due time.Time
+	// Delay is Due minus the record timestamp (may be negative when an
+	// absolute due time lies before the timestamp).
+	Delay time.Duration
+}
+
+func lastHeader(hs []kgo.RecordHeader, key string) (string, bool) {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Key == key {
+			return string(hs[i].Value), true
+		}
+	}
+	return "", false
+}
+
+func headerErr(header, value string, err error) *ContractError {
+	if len(value) > 64 {
+		value = value[:64]
+	}
+	return &ContractError{Header: header, Value: value, Err: err}
+}
+
+// Parse reads the schedule of a delay-topic record from its headers and
+// timestamp. When a header repeats, the last one counts, as in Kafka's
+// lastHeader. The error, if any, is a *[ContractError].
+func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
+	s := Schedule{TargetPartition: -1}
+	target, ok := lastHeader(hs, HeaderTarget)
+	if !ok || target == "" {
+		return s, headerErr(HeaderTarget, target, ErrMissingTarget)
+	}
+	if err := ValidTopicName(target); err != nil {
+		return s, headerErr(HeaderTarget, target, ErrBadTarget)
+	}
+	s.Target = target
+	if v, ok := lastHeader(hs, HeaderTargetPartition); ok {
+		p, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil || p < 0 {
+			return s, headerErr(HeaderTargetPartition, v, ErrBadPartition)
+		}
+		s.TargetPartition = int32(p)
+	}
+
+	if v, ok := lastHeader(hs, HeaderDeliverAt); ok {
+		due, err := parseDeliverAt(v)
+		if err != nil {
+			return s, headerErr(HeaderDeliverAt, v, ErrBadDeliverAt)
+		}
+		s.Due = ceilMilli(due)
+		s.Delay = s.Due.Sub(ts)
+		return s, nil
+	}
+	var delay time.Duration
+	if v, ok := lastHeader(hs, HeaderDelay); ok {
+		d, err := parseDelay(v)
+		if err != nil {
+			return s, headerErr(HeaderDelay, v, err)
+		}
+		delay = d
+	} else if v, ok := lastHeader(hs, HeaderLevel); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 || n > t.Levels() {
+			return s, headerErr(HeaderLevel, v, ErrLevelOutOfRange)
+		}
+		delay = t.Duration(n)
+	} else {
+		return s, &ContractError{Err: ErrNoSchedule}
+	}
+	s.Due = ceilMilli(ts.Add(delay))
+	s.Delay = s.Due.Sub(ts)
+	return s, nil
+}
+
+// ceilMilli rounds t up to a whole millisecond, the precision of Kafka
+// timestamps and of the wheel, so that rounding can never make a record
+// early.
+func ceilMilli(t time.Time) time.Time {
+	if r := t.Truncate(time.Millisecond); !r.Equal(t) {
+		return r.Add(time.Millisecond)
+	}
+	return t
+}
+
+// parseDelay accepts a Go duration or whole milliseconds.
+func parseDelay(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	var d time.Duration
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms > int64(maxDelay/time.Millisecond) || ms < -int64(maxDelay/time.Millisecond) {
+			return 0, ErrBadDelay
+		}
+		d = time.Duration(ms) * time.Millisecond
+	} else {
+		d, err = time.ParseDuration(v)
+		if err != nil || d > maxDelay || d < -maxDelay {
+			return 0, ErrBadDelay
+		}
+	}
+	if d < 0 {
+		return 0, ErrNegativeDelay
+	}
+	return d, nil
+}
+
+// maxDeliverAtMs bounds absolute due times to the years 1970..9999.
+var maxDeliverAtMs = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// parseDeliverAt accepts epoch milliseconds or RFC 3339.
+func parseDeliverAt(v string) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 || ms > maxDeliverAtMs {
+			return time.Time{}, ErrBadDeliverAt
+		}
+		return time.UnixMilli(ms), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil || t.Year() < 1970 || t.UnixMilli() > maxDeliverAtMs {
+		return time.Time{}, ErrBadDeliverAt
+	}
+	return t, nil
+}
+
+// ValidTopicName checks a topic name by Kafka's rules: 1..249 characters of
+// [a-zA-Z0-9._-], not "." or "..".
+func ValidTopicName(name string) error {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return fmt.Errorf("levels: invalid topic name %q", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("levels: invalid topic name %q: character %q", name, c)
+		}
+	}
+	return nil
+}
+
+// IsControl reports whether a header key is one of kdelay's headers.
+func IsControl(key string) bool { return strings.HasPrefix(key, HeaderPrefix) }
+
+// ForwardHeaders returns the headers of the forwarded copy: the producer's
+// own headers in order, without any kdelay- header, plus [HeaderDueAt] and
+// [HeaderSource]. hs is not modified.
+func ForwardHeaders(hs []kgo.RecordHeader, due time.Time, source string) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(hs)+2)
+	for _, h := range hs {
+		if !IsControl(h.Key) {
+			out = append(out, h)
+		}
+	}
+	return append(out,
+		kgo.RecordHeader{Key: HeaderDueAt, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)},
+		kgo.RecordHeader{Key: HeaderSource, Value: []byte(source)},
+	)
+}
+
+// DeadLetterHeaders returns the headers of the dead-lettered copy: every
+// original header, plus [HeaderError] with the reason and [HeaderSource].
+// An earlier kdelay-error or kdelay-source is replaced. hs is not modified.
+func DeadLetterHeaders(hs []kgo.RecordHeader, reason, source string) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(hs)+2)
+	for _, h := range hs {
+		if h.Key != HeaderError && h.Key != HeaderSource {
+			out = append(out, h)
+		}
+	}
+	return append(out,
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(reason)},
+		kgo.RecordHeader{Key: HeaderSource, Value: []byte(source)},
+	)
+}
+
+// CascadeHeaders returns the headers of a record re-produced to the delay
+// topic because its due time lies beyond the wheel horizon: the original
+// headers with the schedule replaced by an absolute [HeaderDeliverAt], so
+// that the due time never drifts. hs is not modified.
+func CascadeHeaders(hs []kgo.RecordHeader, due time.Time) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(hs)+1)
+	for _, h := range hs {
+		switch h.Key {
+		case HeaderDelay, HeaderLevel, HeaderDeliverAt:
+		default:
+			out = append(out, h)
+		}
+	}
+	return append(out, kgo.RecordHeader{Key: HeaderDeliverAt, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)})
+}
+
+// Source formats the kdelay-source value of a record.
+func Source(topic string, partition int32, offset int64) string {
+	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10)
+}
