@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kdelay/kdelay/config"
+)
+
+// A setting is a configuration field that a flag mirrors: the flag reads
+// its KDELAY_* variable for its default, and a flag given on the command
+// line wins. Every value, from either source, is validated once by
+// config.Load.
+type setting struct {
+	flag  string // flag name
+	env   string // variable name without the KDELAY_ prefix
+	kind  string // duration, int, strings or string (shown in --help)
+	usage string
+}
+
+// Settings shared by every command that talks to Kafka (persistent flags
+// of the root command).
+var commonSettings = []setting{
+	{"brokers", "BROKERS", "strings", "seed brokers, host:port, comma-separated"},
+	{"client-id", "CLIENT_ID", "string", "client ID sent to the brokers"},
+	{"topic", "TOPIC", "string", "the delay topic"},
+	{"dlq-topic", "DLQ_TOPIC", "string", "the dead-letter topic (default <topic>.dlq)"},
+	{"levels", "LEVELS", "string", "delay levels, RocketMQ messageDelayLevel style"},
+	{"partitions-per-level", "PARTITIONS_PER_LEVEL", "int", "partitions per level (k); the delay topic has levels x k partitions"},
+	{"log-level", "LOG_LEVEL", "string", "log level: debug, info, warn or error"},
+	{"log-format", "LOG_FORMAT", "string", "log format: text or json"},
+}
+
+// Settings of the relay (kdelay run, kdelay dev).
+var relaySettings = []setting{
+	{"group", "GROUP", "string", "consumer group of the relays"},
+	{"data-dir", "DATA_DIR", "string", "directory of the local timer wheel"},
+	{"http-addr", "HTTP_ADDR", "string", `address of /metrics, /healthz and /readyz; "off" disables`},
+	{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "duration", "bound of the graceful shutdown"},
+	{"max-delay", "MAX_DELAY", "duration", "records due later than this after their timestamp are dead-lettered"},
+	{"wheel-horizon", "WHEEL_HORIZON", "duration", "longest wait the local wheel takes; longer ones cascade (default: largest gap between levels)"},
+	{"wheel-sync", "WHEEL_SYNC", "string", "wheel fsync policy: batch, interval or none"},
+	{"fetch-max-wait", "FETCH_MAX_WAIT", "duration", "how long a fetch waits for data"},
+	{"target-allow", "TARGET_ALLOW", "strings", "glob patterns of allowed target topics, comma-separated (default: all)"},
+	{"target-deny", "TARGET_DENY", "strings", "glob patterns of denied target topics, comma-separated"},
+	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
+}
+
+func findSetting(name string) setting {
+	for _, s := range append(append([]setting(nil), commonSettings...), relaySettings...) {
+		if s.flag == name {
+			return s
+		}
+	}
+	panic("kdelay: unknown setting " + name)
+}
+
+// settingValue is the pflag.Value of a setting: a string checked for its
+// syntax when the flag is parsed (so "--max-delay soon" fails naming the
+// flag); the meaning is checked by config.Load.
+type settingValue struct {
+	s     setting
+	value string
+}
+
+func (v *settingValue) String() string { return v.value }
+func (v *settingValue) Type() string   { return v.s.kind }
+
+func (v *settingValue) Set(s string) error {
+	switch v.s.kind {
+	case "duration":
+		if _, err := time.ParseDuration(s); err != nil {
+			return errors.New("not a duration (examples: 500ms, 90s, 1h30m)")
+		}
+	case "int":
+		if _, err := strconv.Atoi(s); err != nil {
+			return errors.New("not an integer")
+		}
+	}
+	v.value = s
+	return nil
+}
+
+// envDefault returns the envDefault tag of the config field read from
+// KDELAY_<name>.
+func envDefault(name string) string {
+	t := reflect.TypeFor[config.Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if tag, _, _ := strings.Cut(f.Tag.Get("env"), ","); tag == name {
+			return f.Tag.Get("envDefault")
+		}
+	}
+	return ""
+}
+
+// addSettings adds flags for settings to fs. Each flag's default is its
+// variable's value when set, else the configuration default; --help shows
+// both the variable and the default in force.
+func (a *app) addSettings(fs *pflag.FlagSet, ss []setting) {
+	for _, s := range ss {
+		a.addSetting(fs, s, "")
+	}
+}
+
+// addSetting adds one setting flag; def, when not empty, replaces the
+// configuration default (kdelay dev serves no HTTP unless asked).
+func (a *app) addSetting(fs *pflag.FlagSet, s setting, def string) {
+	v := &settingValue{s: s, value: envDefault(s.env)}
+	if def != "" {
+		v.value = def
+	}
+	if e, ok := a.environ[config.Prefix+s.env]; ok && e != "" {
+		v.value = e
+	}
+	fs.Var(v, s.flag, fmt.Sprintf("%s (env %s%s)", s.usage, config.Prefix, s.env))
+}
+
+// environMap returns the process environment as a map.
+func environMap() map[string]string {
+	m := make(map[string]string)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// loadConfig builds the configuration of cmd: the environment, overridden
+// by every setting flag given on the command line (and by overrides, for
+// settings a command fixes itself), validated by config.Load. An invalid
+// configuration is a usage error listing every problem, each naming the
+// flag or the variable it came from.
+func (a *app) loadConfig(cmd *cobra.Command, overrides map[string]string) (config.Config, error) {
+	env := maps.Clone(a.environ)
+	var fromFlag []setting
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if v, ok := f.Value.(*settingValue); ok {
+			env[config.Prefix+v.s.env] = v.value
+			fromFlag = append(fromFlag, v.s)
+		}
+	})
+	// Defaults a command sets itself (dev: no HTTP server) apply unless the
+	// flag was given.
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if v, ok := f.Value.(*settingValue); ok && !f.Changed && v.value != envDefault(v.s.env) {
+			if _, set := env[config.Prefix+v.s.env]; !set {
+				env[config.Prefix+v.s.env] = v.value
+			}
+		}
+	})
+	maps.Copy(env, overrides)
+	cfg, err := config.Load(env)
+	if err == nil {
+		return cfg, nil
+	}
+	// One line per variable: a value that does not parse is also reported
+	// by validation as the zero value it left behind.
+	var lines []string
+	named := make(map[string]bool)
+	for line := range strings.SplitSeq(err.Error(), "\n") {
+		name, _, ok := strings.Cut(strings.TrimPrefix(line, "config: "), "=")
+		if ok && strings.HasPrefix(name, config.Prefix) {
+			if named[name] {
+				continue
+			}
+			named[name] = true
+		}
+		lines = append(lines, line)
+	}
+	msg := strings.Join(lines, "\n")
+	for _, s := range fromFlag {
+		msg = strings.ReplaceAll(msg, config.Prefix+s.env+"=", "--"+s.flag+"=")
+	}
+	return cfg, usageErrorf("invalid configuration:\n  %s", strings.ReplaceAll(msg, "\n", "\n  "))
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/levels"
+)
+
+// adminTimeout bounds each admin exchange with the brokers (metadata,
+// topic creation, offsets), so an unreachable cluster fails a command
+// instead of hanging it.
+const adminTimeout = 30 * time.Second
+
+func (a *app) newTopicCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create or describe the delay and dead-letter topics",
+	}
+	cmd.AddCommand(a.newTopicCreateCmd(), a.newTopicDescribeCmd())
+	return cmd
+}
+
+func (a *app) newTopicCreateCmd() *cobra.Command {
+	var (
+		rf       int16
+		dlqParts int32
+		configs  []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create the delay topic (levels x k partitions) and the dead-letter topic",
+		Long: `Create the delay topic with levels x partitions-per-level partitions and the
+dead-letter topic. Idempotent: topics that exist are left as they are,
+provided the delay topic has the partition count the levels need; a delay
+topic with another count is an error naming both counts.
+
+A record stays in the delay topic until its level's time plus at most the
+wheel horizon have passed (longer delays cascade: the relay writes them
+again with a fresh timestamp), so retention.ms must exceed the longest level
+plus the wheel horizon (3h with the default levels) plus any relay outage to
+be survived. The broker default (7 days) is fine; a shorter --config
+retention.ms draws a warning.`,
+		Example: `  kdelay topic create
+  kdelay topic create --replication-factor 3 --config retention.ms=1209600000`,
+		Args: cobra.NoArgs,
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			cfgs, err := parseConfigs(configs)
+			if err != nil {
+				return err
+			}
+			cfg, err := a.loadConfig(cmd, nil)
+			if err != nil {
+				return err
+			}
+			log := cfg.Logger(a.stderr)
+			cl, err := newClient(cfg, log)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
+			defer cancel()
+			res, created, err := ensureTopics(ctx, kadm.NewClient(cl), cfg, topicSpec{rf: rf, dlqPartitions: dlqParts, configs: cfgs})
+			for _, line := range res {
+				fmt.Fprintln(a.stdout, line)
+			}
+			if err != nil {
+				return err
+			}
+			if v, ok := cfgs["retention.ms"]; ok && created {
+				if ms, perr := strconv.ParseInt(*v, 10, 64); perr == nil && ms >= 0 && time.Duration(ms)*time.Millisecond < minRetention(cfg) {
+					log.Warn("retention.ms is shorter than the longest level plus the wheel horizon: records can be deleted before they are forwarded",
+						"retention", levels.FormatDuration(time.Duration(ms)*time.Millisecond), "minimum", levels.FormatDuration(minRetention(cfg)))
+				}
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.Int16Var(&rf, "replication-factor", -1, "replication factor of both topics; -1 = the broker default")
+	f.Int32Var(&dlqParts, "dlq-partitions", 1, "partitions of the dead-letter topic; -1 = the broker default")
+	f.StringArrayVar(&configs, "config", nil, "topic config key=value for both topics, repeatable (e.g. retention.ms=1209600000)")
+	return cmd
+}
+
+// minRetention is how long the delay topic must keep a record at least: a
+// record waits its level's duration, then at most the wheel horizon, and is
+// committed past or cascaded by then. Relay outages come on top.
+func minRetention(cfg config.Config) time.Duration {
+	return cfg.Table().Duration(cfg.Table().Levels()) + cfg.WheelHorizon
+}
+
+func parseConfigs(kvs []string) (map[string]*string, error) {
+	out := make(map[string]*string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usageErrorf("invalid --config %q: want key=value, e.g. retention.ms=604800000", kv)
+		}
+		out[strings.TrimSpace(k)] = kadm.StringPtr(v)
+	}
+	return out, nil
+}
+
+// topicSpec is how ensureTopics creates missing topics.
+type topicSpec struct {
+	rf            int16
+	dlqPartitions int32
+	configs       map[string]*string
+}
+
+// ensureTopics creates the delay and dead-letter topics unless they exist
+// and returns one line per topic saying what it found or did, and whether
+// it created the delay topic. A delay topic with a partition count other
+// than the level table's is an error.
+func ensureTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, spec topicSpec) (lines []string, created bool, err error) {
+	tab := cfg.Table()
+	want := map[string]int32{cfg.Topic: tab.Partitions(), cfg.DLQTopic: spec.dlqPartitions}
+	role := map[string]string{cfg.Topic: "delay topic", cfg.DLQTopic: "dead-letter topic"}
+	for _, topic := range []string{cfg.Topic, cfg.DLQTopic} {
+		n, exists, err := partitionCount(ctx, adm, topic)
+		if err != nil {
+			return lines, created, err
+		}
+		if !exists {
+			resp, err := adm.CreateTopic(ctx, want[topic], spec.rf, spec.configs, topic)
+			switch {
+			case err == nil:
+				lines = append(lines, fmt.Sprintf("created %s %s: %s%s", role[topic], topic, partitionsPhrase(resp.NumPartitions, topic == cfg.Topic, tab), rfPhrase(resp.ReplicationFactor)))
+				created = created || topic == cfg.Topic
+				continue
+			case errors.Is(err, kerr.TopicAlreadyExists):
+				// Created meanwhile (another relay's job): check it below.
+				if n, _, err = partitionCount(ctx, adm, topic); err != nil {
+					return lines, created, err
+				}
+			default:
+				msg := err.Error()
+				if resp.ErrMessage != "" {
+					msg += ": " + resp.ErrMessage
+				}
+				return lines, created, fmt.Errorf("create %s %s: %s", role[topic], topic, msg)
+			}
+		}
+		if topic == cfg.Topic && n != tab.Partitions() {
+			return lines, created, mismatchError(cfg, n)
+		}
+		line := fmt.Sprintf("exists  %s %s: %s", role[topic], topic, partitionsPhrase(n, topic == cfg.Topic, tab))
+		if len(spec.configs) > 0 {
+			line += " (configs left unchanged)"
+		}
+		lines = append(lines, line)
+	}
+	return lines, created, nil
+}
+
+func partitionsPhrase(n int32, delay bool, tab *levels.Table) string {
+	s := plural(int(n), "partition")
+	if n < 0 {
+		s = "broker default partitions"
+	}
+	if delay {
+		s += fmt.Sprintf(" (%d levels x %d)", tab.Levels(), tab.PerLevel())
+	}
+	return s
+}
+
+func rfPhrase(rf int16) string {
+	if rf <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", replication factor %d", rf)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// partitionCount returns the number of partitions of topic and whether it
+// exists.
+func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32, bool, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, false, fmt.Errorf("list topic %s: %w", topic, brokerErr(err))
+	}
+	td, ok := tds[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return 0, false, nil
+	}
+	if td.Err != nil {
+		return 0, false, fmt.Errorf("topic %s: %w", topic, td.Err)
+	}
+	return int32(len(td.Partitions)), true, nil
+}
+
+// brokerErr makes the error of a request that never got an answer say so.
+func brokerErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no answer from the brokers within %s (check KDELAY_BROKERS): %w", adminTimeout, err)
+	}
+	return err
+}
+
+func mismatchError(cfg config.Config, n int32) error {
+	tab := cfg.Table()
+	return fmt.Errorf("delay topic %s has %d partitions, but %d levels x %d partitions per level need %d; "+
+		"set KDELAY_LEVELS and KDELAY_PARTITIONS_PER_LEVEL to the topic's layout, "+
+		"or point KDELAY_TOPIC at a new topic and run `kdelay topic create`",
+		cfg.Topic, n, tab.Levels(), tab.PerLevel(), tab.Partitions())
+}
+
+// checkTopics verifies that the delay topic exists with levels x k
+// partitions and that the dead-letter topic exists; its errors name the
+// fix, `kdelay topic create`.
+func checkTopics(ctx context.Context, adm *kadm.Client, cfg config.Config) error {
+	n, ok, err := partitionCount(ctx, adm, cfg.Topic)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create` (%d partitions: %d levels x %d)",
+			cfg.Topic, cfg.Table().Partitions(), cfg.Table().Levels(), cfg.Table().PerLevel())
+	}
+	if n != cfg.Table().Partitions() {
+		return mismatchError(cfg, n)
+	}
+	if _, ok, err = partitionCount(ctx, adm, cfg.DLQTopic); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic)
+	}
+	return nil
+}
+
+// newClient returns a plain client built from the configuration (no group,
+// no consumption), for admin requests.
+func newClient(cfg config.Config, log *slog.Logger, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := cfg.KafkaOpts(log)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+func (a *app) newTopicDescribeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "describe",
+		Short:   "Show the delay topic's partitions per level, leaders and configs",
+		Example: `  kdelay topic describe`,
+		Args:    cobra.NoArgs,
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd, nil)
+			if err != nil {
+				return err
+			}
+			cl, err := newClient(cfg, cfg.Logger(a.stderr))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
+			defer cancel()
+			return describeTopics(ctx, kadm.NewClient(cl), cfg, a.stdout)
+		}),
+	}
+}
+
+// configsOfInterest are the topic configs that matter to kdelay.
+var configsOfInterest = []string{
+	"retention.ms", "retention.bytes", "cleanup.policy", "min.insync.replicas",
+	"max.message.bytes", "message.timestamp.type",
+}
+
+func describeTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, w io.Writer) error {
+	tab := cfg.Table()
+	tds, err := adm.ListTopics(ctx, cfg.Topic, cfg.DLQTopic)
+	if err != nil {
+		return fmt.Errorf("list topics: %w", brokerErr(err))
+	}
+	td, ok := tds[cfg.Topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create`", cfg.Topic)
+	}
+	if td.Err != nil {
+		return fmt.Errorf("topic %s: %w", cfg.Topic, td.Err)
+	}
+	n := int32(len(td.Partitions))
+	fmt.Fprintf(w, "delay topic %s: %s, levels need %d (%d levels x %d)", cfg.Topic, plural(int(n), "partition"), tab.Partitions(), tab.Levels(), tab.PerLevel())
+	if n != tab.Partitions() {
+		fmt.Fprint(w, "  MISMATCH")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEVEL\tDELAY\tPARTITION\tLEADER\tREPLICAS\tISR")
+	for _, pd := range td.Partitions.Sorted() {
+		level, delay := "-", "-"
+		if l := tab.LevelOf(pd.Partition); l > 0 {
+			level, delay = strconv.Itoa(l), levels.FormatDuration(tab.Duration(l))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", level, delay, pd.Partition, pd.Leader, ints(pd.Replicas), ints(pd.ISR))
+	}
+	tw.Flush()
+
+	names := []string{cfg.Topic}
+	dlq, dlqOK := tds[cfg.DLQTopic]
+	dlqOK = dlqOK && dlq.Err == nil
+	if dlqOK {
+		names = append(names, cfg.DLQTopic)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("describe topic configs: %w", brokerErr(err))
+	}
+	fmt.Fprintln(w)
+	printConfigs(w, rcs, cfg.Topic, cfg)
+	fmt.Fprintln(w)
+	if !dlqOK {
+		fmt.Fprintf(w, "dead-letter topic %s: missing; create it with `kdelay topic create`\n", cfg.DLQTopic)
+		return nil
+	}
+	fmt.Fprintf(w, "dead-letter topic %s: %s\n", cfg.DLQTopic, plural(len(dlq.Partitions), "partition"))
+	printConfigs(w, rcs, cfg.DLQTopic, cfg)
+	return nil
+}
+
+func printConfigs(w io.Writer, rcs kadm.ResourceConfigs, topic string, cfg config.Config) {
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		fmt.Fprintf(w, "  configs of %s: unavailable (%v)\n", topic, errors.Join(err, rc.Err))
+		return
+	}
+	got := make(map[string]kadm.Config, len(rc.Configs))
+	for _, c := range rc.Configs {
+		got[c.Key] = c
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, k := range configsOfInterest {
+		c, ok := got[k]
+		if !ok {
+			continue
+		}
+		v := c.MaybeValue()
+		note := configSource(c.Source)
+		if k == "retention.ms" {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms >= 0 {
+				d := time.Duration(ms) * time.Millisecond
+				note += ", " + levels.FormatDuration(d)
+				if topic == cfg.Topic && d < minRetention(cfg) {
+					note += fmt.Sprintf(", WARNING: shorter than the longest level plus the wheel horizon, %s", levels.FormatDuration(minRetention(cfg)))
+				}
+			}
+		}
+		if k == "cleanup.policy" && topic == cfg.Topic && strings.Contains(v, "compact") {
+			note += ", WARNING: compaction drops delayed records that share a key"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t(%s)\n", k, v, note)
+	}
+	tw.Flush()
+}
+
+// configSource says where a config value comes from.
+func configSource(s kmsg.ConfigSource) string {
+	switch s {
+	case kmsg.ConfigSourceDynamicTopicConfig:
+		return "set on the topic"
+	case kmsg.ConfigSourceDefaultConfig:
+		return "default"
+	case kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigSourceDynamicDefaultBrokerConfig:
+		return "broker config"
+	default:
+		return strings.ToLower(s.String())
+	}
+}
+
+func ints(xs []int32) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(int(x))
+	}
+	return strings.Join(s, ",")
+}
