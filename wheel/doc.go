@@ -1,0 +1,53 @@
+// Package wheel is a file-backed timer wheel: it holds delayed records on
+// disk until they are due and hands them out in due order, never early.
+//
+// # Model
+//
+// Time is passed in, never read: every method that needs the time takes
+// now in unix milliseconds. Add accepts an entry due at most Options.Horizon
+// (default 1h) after now; one due in the past comes out on the next Expire.
+// Expire(now, max, fn) hands out up to max entries with Due <= now in due
+// order, at millisecond precision, ties broken by partition then offset.
+// NextExpiry tells the caller how long it may sleep. A handed-out entry is
+// in flight until Done; Done, SetHandled, Trim and Drop are persisted by the
+// next Flush, which is a group commit: one write and, by Options.Sync, one
+// fsync for everything buffered since the previous Flush.
+//
+// # Tick and memory
+//
+// Time is cut into ticks of Options.Tick (default 100ms), and tick t lives
+// in slot t mod (Horizon/Tick + 2). Entries are not held in memory: the
+// index is the slot array, each slot the head of a chain through the log.
+// In memory the wheel keeps per slot only a bound of its pending due times
+// (16 bytes), the slot heads of the segment being written (4 bytes each),
+// per source partition one bit per offset between its lowest pending offset
+// and its highest, and the scanned entries of the one tick being handed out
+// (at most 32768 of them; a larger tick is sorted through a spill file and
+// merged back). Sealed segments are read through read-only memory maps.
+//
+// # Files
+//
+// A directory holds segments NNNNNNNN.seg (append-only records, 8-byte
+// aligned, each with a CRC-32C: entries of 40 bytes plus payload, chained
+// per slot inside their segment through a prev offset, and marks for done,
+// trim, handled and drop), one NNNNNNNN.idx per sealed segment (its fixed
+// slot array of chain heads, with the segment's due and offset ranges),
+// checkpoint.0 and checkpoint.1 (written in turn: the slot state, the
+// pending-offset bitsets and watermarks as of a log position), and LOCK.
+// Every file starts with a magic and a format version. Chains never cross
+// segments, so a segment whose entries are all done or dropped is deleted
+// on its own; disk use stays near the live entries plus one segment.
+//
+// Recovery (Open) loads the newest valid checkpoint and replays only the
+// log written after it (at most a quarter segment, 16 MiB at most, plus
+// what followed it unsynced). The first record failing its checksum ends
+// the log; see Open for what is reported. Per source partition the wheel
+// persists the highest offset added (Highest), the relay's watermark
+// (Handled) and the done offsets, so a clean restart re-reads nothing and
+// sends no duplicate.
+//
+// # Concurrency
+//
+// A Wheel is not safe for concurrent use: the caller serialises every call.
+// The fn passed to Expire may call Done, SetHandled and Add, not Expire.
+package wheel

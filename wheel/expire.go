@@ -1,0 +1,437 @@
+package wheel
+
+import (
+	"math"
+	"slices"
+)
+
+// cand is a pending entry found by a scan or added late: enough to order it
+// and to read it back.
+type cand struct {
+	due  int64
+	off  int64
+	part int32
+	seg  uint32
+	pos  uint32
+}
+
+type key struct {
+	due  int64
+	off  int64
+	part int32
+}
+
+func (c cand) key() key { return key{c.due, c.off, c.part} }
+
+// cmpCand orders by due time, then partition, then offset.
+func cmpCand(a, b cand) int {
+	switch {
+	case a.due != b.due:
+		if a.due < b.due {
+			return -1
+		}
+		return 1
+	case a.part != b.part:
+		if a.part < b.part {
+			return -1
+		}
+		return 1
+	case a.off != b.off:
+		if a.off < b.off {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// candHeap is a min-heap of entries added for ticks already scanned.
+type candHeap []cand
+
+func (h *candHeap) push(c cand) {
+	*h = append(*h, c)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if cmpCand(s[i], s[p]) >= 0 {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *candHeap) pop() {
+	s := *h
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && cmpCand(s[r], s[l]) < 0 {
+			m = r
+		}
+		if cmpCand(s[m], s[i]) >= 0 {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+}
+
+// inflight is an entry handed out by Expire.
+type inflight struct {
+	due  int64
+	off  int64
+	part int32
+}
+
+// flightRing keeps handed-out entries in hand-out order until they are no
+// longer pending, so that a checkpoint knows which ticks a restart must scan
+// again. It holds the relay's in-flight window, not the pending entries.
+type flightRing struct {
+	items []inflight
+	head  int
+}
+
+func (r *flightRing) push(e inflight) { r.items = append(r.items, e) }
+
+func (r *flightRing) compact(w *Wheel) {
+	for r.head < len(r.items) && !w.pendingOff(r.items[r.head].part, r.items[r.head].off) {
+		r.head++
+	}
+	if r.head == len(r.items) {
+		r.items, r.head = r.items[:0], 0
+	} else if r.head > 1024 && r.head > len(r.items)/2 {
+		n := copy(r.items, r.items[r.head:])
+		r.items, r.head = r.items[:n], 0
+	}
+}
+
+func (w *Wheel) pendingOff(part int32, off int64) bool {
+	p := w.lookup(part)
+	return p != nil && p.pending.has(off)
+}
+
+// alive reports whether the entry read from the log is still pending.
+func (w *Wheel) alive(h *entryHeader) bool {
+	p := w.lookup(h.part)
+	return p != nil && p.epoch == h.epoch && p.pending.has(h.off)
+}
+
+// Expire calls fn for up to max entries with Due <= now, in due order
+// (milliseconds; ties by partition, then offset), and returns how many. The
+// payload passed to fn is a fresh slice. An entry handed out is in flight:
+// it is not handed out again by this Wheel, but comes back after a reopen
+// unless its Done was flushed. fn may call Done, SetHandled and Add, not
+// Expire.
+func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
+	if err := w.usable(); err != nil {
+		return 0, err
+	}
+	w.observe(now)
+	w.flight.compact(w)
+	nowTick := w.tickOf(now)
+	n := 0
+	for n < max {
+		c, fromLate, ok := w.peek()
+		if ok && c.due <= now {
+			if fromLate {
+				w.late.pop()
+			} else if err := w.q.pop(); err != nil {
+				return n, w.fail(err)
+			}
+			k := c.key()
+			if w.lastOK && k == w.lastK {
+				continue // the same entry added twice
+			}
+			if w.deliver(c, fn) {
+				w.lastK, w.lastOK = k, true
+				n++
+			}
+			continue
+		}
+		if w.q.has() || w.cur > nowTick {
+			break
+		}
+		t, found := w.findTick(w.cur, nowTick)
+		if !found {
+			w.cur = nowTick + 1
+			w.nextKnown = false
+			break
+		}
+		w.cur = t + 1
+		if err := w.scan(t); err != nil {
+			return n, w.fail(err)
+		}
+	}
+	return n, nil
+}
+
+// peek returns the smallest of the scanned and the late entries.
+func (w *Wheel) peek() (c cand, fromLate, ok bool) {
+	qc, qok := w.q.peek()
+	if len(w.late) > 0 && (!qok || cmpCand(w.late[0], qc) < 0) {
+		return w.late[0], true, true
+	}
+	return qc, false, qok
+}
+
+// NextExpiry returns a lower bound of the earliest due time among pending
+// entries not yet handed out: exact for the tick being handed out, the
+// slot's lowest due time (or the tick's start) further on. It never is later
+// than the true earliest due time, but may be a time at which nothing comes
+// out, when the entries there were done, trimmed or dropped before they were
+// due. After Expire(now, max, ...) handed out
+// fewer than max entries, it is later than now.
+func (w *Wheel) NextExpiry() (int64, bool) {
+	if w.closed || w.pending == 0 {
+		return 0, false
+	}
+	w.dropDead()
+	best, ok := int64(math.MaxInt64), false
+	if c, has := w.q.peek(); has {
+		best, ok = c.due, true
+	}
+	if len(w.late) > 0 && w.late[0].due < best {
+		best, ok = w.late[0].due, true
+	}
+	if ok {
+		return best, true // scanned and late entries precede every later tick
+	}
+	t, found := w.nextTick()
+	if !found {
+		return 0, false
+	}
+	return max(t*w.g.tick, w.sum[w.slotOf(t)].min), true
+}
+
+// dropDead pops entries done since they were scanned or added late.
+func (w *Wheel) dropDead() {
+	for len(w.late) > 0 && !w.pendingOff(w.late[0].part, w.late[0].off) {
+		w.late.pop()
+	}
+	for {
+		c, ok := w.q.peek()
+		if !ok || w.pendingOff(c.part, c.off) || w.q.pop() != nil {
+			return
+		}
+	}
+}
+
+// scan loads the pending entries of tick t into the tick queue and narrows
+// the slot's span to what is left for later laps.
+func (w *Wheel) scan(t int64) error {
+	s := w.slotOf(t)
+	start, end := t*w.g.tick, (t+1)*w.g.tick
+	later := (t + int64(w.g.nslots)) * w.g.tick // earliest due of this slot's next lap
+	next := emptySpan()
+	w.q.begin(t)
+	cur := w.cursors[:0]
+	for _, seg := range w.segs {
+		var h uint32
+		if seg == w.active {
+			h = w.heads[s]
+		} else {
+			h = seg.head(s)
+		}
+		if h == 0 || seg.maxDue < start {
+			continue
+		}
+		if seg.minDue >= end { // only later laps here: bound them without reading
+			if seg.maxDue >= later {
+				next.extend(max(seg.minDue, later))
+				next.extend(seg.maxDue)
+			}
+			continue
+		}
+		cur = append(cur, chainCursor{seg, h})
+	}
+	// Walk the chains of all segments side by side: touching the next
+	// record of every chain first lets their cache misses overlap.
+	for len(cur) > 0 {
+		var touch byte
+		for _, c := range cur {
+			if r := w.view(c.seg, c.pos); len(r) >= 128 {
+				touch += r[0] + r[63] + r[127] // header and a small payload
+			} else if len(r) > 0 {
+				touch += r[0]
+			}
+		}
+		w.touched += touch
+		j := 0
+		for _, c := range cur {
+			pos, err := w.step(c.seg, c.pos, start, end, &next)
+			if err != nil {
+				w.cursors = cur[:0]
+				return err
+			}
+			if pos != 0 {
+				cur[j] = chainCursor{c.seg, pos}
+				j++
+			}
+		}
+		cur = cur[:j]
+	}
+	w.cursors = cur
+	if err := w.q.finish(); err != nil {
+		return err
+	}
+	old := w.sum[s]
+	if next.empty() {
+		w.sum[s] = emptySpan()
+	} else {
+		w.sum[s] = span{max(next.min, old.min), min(next.max, old.max)}
+	}
+	w.nextKnown = false
+	return nil
+}
+
+// chainCursor is the next record of a slot chain being walked.
+type chainCursor struct {
+	seg *segment
+	pos uint32
+}
+
+// step reads the chain record at pos and returns the next position, 0 at
+// the end of the chain.
+func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (uint32, error) {
+	r := w.view(seg, pos)
+	kind, _, ok := parseRecord(r)
+	if !ok || kind != kindEntry {
+		w.corrupt++
+		w.problem("segment %d offset %d: bad record in a slot chain, rest of the chain skipped", seg.id, pos)
+		return 0, nil
+	}
+	h := decodeEntryHeader(r)
+	if h.due >= start && w.alive(&h) {
+		if h.due < end {
+			if err := w.q.add(cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}); err != nil {
+				return 0, err
+			}
+		} else {
+			next.extend(h.due)
+		}
+	}
+	if h.prev >= pos {
+		if h.prev != 0 {
+			w.corrupt++
+			w.problem("segment %d offset %d: chain points forward, rest of the chain skipped", seg.id, pos)
+		}
+		return 0, nil
+	}
+	return h.prev, nil
+}
+
+// view returns the bytes from pos to the end of what is written or
+// buffered in seg, nil if pos is outside.
+func (w *Wheel) view(s *segment, pos uint32) []byte {
+	p := int64(pos)
+	if p < segHeaderSize {
+		return nil
+	}
+	if p < s.size {
+		return s.data[p:s.size]
+	}
+	if s == w.active {
+		if o := p - s.size; o < int64(len(w.wbuf)) {
+			return w.wbuf[o:]
+		}
+	}
+	return nil
+}
+
+func (w *Wheel) segment(id uint32) *segment {
+	if a := w.active; a.id == id {
+		return a
+	}
+	i, ok := slices.BinarySearchFunc(w.segs, id, func(s *segment, id uint32) int {
+		switch {
+		case s.id < id:
+			return -1
+		case s.id > id:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return nil
+	}
+	return w.segs[i]
+}
+
+// deliver reads c back and hands it to fn if it is still pending.
+func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
+	p := w.lookup(c.part)
+	if p == nil || !p.pending.has(c.off) {
+		return false
+	}
+	seg := w.segment(c.seg)
+	if seg == nil {
+		return false
+	}
+	r := w.view(seg, c.pos)
+	if len(r) < entryHeaderSize || r[8] != kindEntry {
+		w.corrupt++
+		w.problem("segment %d offset %d: entry vanished", c.seg, c.pos)
+		return false
+	}
+	h := decodeEntryHeader(r)
+	size := int(le.Uint32(r[4:]))
+	if h.part != c.part || h.off != c.off || h.due != c.due || size > len(r) || size < entryHeaderSize {
+		w.corrupt++
+		w.problem("segment %d offset %d: entry changed on disk", c.seg, c.pos)
+		return false
+	}
+	if h.epoch != p.epoch {
+		return false
+	}
+	var payload []byte
+	if size > entryHeaderSize {
+		payload = make([]byte, size-entryHeaderSize)
+		copy(payload, r[entryHeaderSize:size])
+	}
+	w.flight.push(inflight{due: c.due, off: c.off, part: c.part})
+	fn(Entry{Due: c.due, Partition: c.part, Offset: c.off, Payload: payload})
+	return true
+}
+
+// restartState returns the tick a restart must scan from, and the spans to
+// add to the checkpoint for entries already scanned but not done: in
+// flight, late, or waiting in the tick queue.
+func (w *Wheel) restartState() (int64, map[int]span) {
+	restart := w.cur
+	ext := map[int]span{}
+	add := func(due int64) {
+		t := w.tickOf(due)
+		restart = min(restart, t)
+		s := w.slotOf(t)
+		sp, ok := ext[s]
+		if !ok {
+			sp = emptySpan()
+		}
+		sp.extend(due)
+		ext[s] = sp
+	}
+	w.flight.compact(w)
+	for _, e := range w.flight.items[w.flight.head:] {
+		if w.pendingOff(e.part, e.off) {
+			add(e.due)
+		}
+	}
+	for _, c := range w.late {
+		add(c.due)
+	}
+	if w.q.has() {
+		add(w.q.tick * w.g.tick)
+		add((w.q.tick+1)*w.g.tick - 1)
+	}
+	return restart, ext
+}

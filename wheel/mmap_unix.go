@@ -1,0 +1,48 @@
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+
+package wheel
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// mappedWrites reports that writes through the file are visible in a
+// mapping of it (unified page cache), so a segment is written with WriteAt
+// and read through its read-only mapping.
+const mappedWrites = true
+
+// mapFile maps length bytes of f read-only. The mapping may extend past the
+// end of the file; the wheel never reads beyond what it has written. With
+// populate (a sealed segment) the page tables are filled at once where the
+// system can, which is much cheaper than a page fault per page later.
+func mapFile(f *os.File, length int, populate bool) ([]byte, error) {
+	if length <= 0 {
+		return nil, nil
+	}
+	flags := syscall.MAP_SHARED
+	if populate {
+		flags |= mapPopulate
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, length, syscall.PROT_READ, flags)
+	if err != nil {
+		return nil, fmt.Errorf("wheel: mmap %s: %w", f.Name(), err)
+	}
+	return b, nil
+}
+
+func unmapFile(b []byte) error {
+	if b == nil {
+		return nil
+	}
+	return syscall.Munmap(b)
+}
+
+// lockDir takes an exclusive advisory lock on the directory's LOCK file.
+func lockDir(f *os.File) error {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("wheel: directory in use (lock %s): %w", f.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+package wheel
+
+import "syscall"
+
+const mapPopulate = syscall.MAP_POPULATE
