@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 .PHONY: build test integ bench fuzz lint ci helm
 
 build: ## the static binary, as the Dockerfile builds it
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/kdelay ./cmd/kdelay
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o bin/kdelay ./cmd/kdelay
 
 test: ## the default test run: unit and kfake tiers
 	$(GO) test -race ./...

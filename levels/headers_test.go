@@ -145,6 +145,7 @@ func TestStamp(t *testing.T) {
 		{"short delay", Delay{Target: "t", Delay: 10 * time.Millisecond}, 1, now.Add(10 * time.Millisecond)},
 		{"at", Delay{Target: "t", At: now.Add(9 * time.Second), Partition: &p}, 4, now.Add(9 * time.Second)},
 		{"level", Delay{Target: "t", Level: 3}, 3, now.Add(4 * time.Second)},
+		{"zero delay", Delay{Target: "t"}, 1, now},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &kgo.Record{Key: []byte("k"), Headers: hdrs("own", "1")}
@@ -174,7 +175,6 @@ func TestStamp(t *testing.T) {
 	}
 	for _, bad := range []Delay{
 		{Target: "", Delay: time.Second},
-		{Target: "t"},
 		{Target: "t", Delay: time.Second, Level: 1},
 		{Target: "t", Level: 9},
 		{Target: "t", Delay: -time.Second},
@@ -196,4 +196,3 @@ func equalHeaders(a, b []kgo.RecordHeader) bool {
 	}
 	return true
 }
-

@@ -10,7 +10,7 @@ import (
 )
 
 // Delay says when and where a record stamped by [Table.Stamp] is delivered.
-// Exactly one of Delay, At and Level is set.
+// At most one of Delay, At and Level is set; none means a zero delay.
 type Delay struct {
 	// Target is the topic to deliver to (required).
 	Target string
@@ -43,8 +43,8 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 	if d.Level != 0 {
 		set++
 	}
-	if set != 1 {
-		return errors.New("levels: stamp: set exactly one of Delay, At and Level")
+	if set > 1 {
+		return errors.New("levels: stamp: set at most one of Delay, At and Level")
 	}
 	if r.Timestamp.IsZero() {
 		r.Timestamp = now
@@ -52,7 +52,7 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 	hs := []kgo.RecordHeader{{Key: HeaderTarget, Value: []byte(d.Target)}}
 	var delay time.Duration
 	switch {
-	case d.Delay != 0:
+	case d.At.IsZero() && d.Level == 0:
 		if d.Delay < 0 {
 			return fmt.Errorf("levels: stamp: negative delay %s", d.Delay)
 		}

@@ -1,0 +1,105 @@
+package relay
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// errPayload is returned for a wheel payload that does not decode; the
+// wheel checksums entries, so this means a bug or a foreign file.
+var errPayload = errors.New("relay: corrupt wheel payload")
+
+// encodePayload packs what the wheel must keep of a delay-topic record to
+// forward it later without Kafka: the record's timestamp, key, value and
+// original headers (the forward rewrite happens when it fires). Layout,
+// lengths as uvarints, a nil key or value as length 0 plus a flag bit:
+//
+//	flags(1) timestamp-ms(varint) [key-len key] [value-len value]
+//	header-count { key-len key value-len value }
+func encodePayload(dst []byte, r *kgo.Record) []byte {
+	var flags byte
+	if r.Key != nil {
+		flags |= 1
+	}
+	if r.Value != nil {
+		flags |= 2
+	}
+	dst = append(dst, flags)
+	dst = binary.AppendVarint(dst, r.Timestamp.UnixMilli())
+	dst = appendBytes(dst, r.Key)
+	dst = appendBytes(dst, r.Value)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Headers)))
+	for _, h := range r.Headers {
+		dst = appendBytes(dst, []byte(h.Key))
+		dst = appendBytes(dst, h.Value)
+	}
+	return dst
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// decodePayload is the inverse of encodePayload. The returned record's
+// slices alias p.
+func decodePayload(p []byte) (*kgo.Record, error) {
+	if len(p) < 1 {
+		return nil, errPayload
+	}
+	flags := p[0]
+	p = p[1:]
+	ts, n := binary.Varint(p)
+	if n <= 0 {
+		return nil, errPayload
+	}
+	p = p[n:]
+	r := &kgo.Record{Timestamp: time.UnixMilli(ts)}
+	var ok bool
+	if r.Key, p, ok = takeBytes(p); !ok {
+		return nil, errPayload
+	}
+	if r.Value, p, ok = takeBytes(p); !ok {
+		return nil, errPayload
+	}
+	if flags&1 == 0 {
+		r.Key = nil
+	}
+	if flags&2 == 0 {
+		r.Value = nil
+	}
+	count, n := binary.Uvarint(p)
+	if n <= 0 || count > uint64(len(p)) {
+		return nil, errPayload
+	}
+	p = p[n:]
+	if count > 0 {
+		r.Headers = make([]kgo.RecordHeader, 0, count)
+	}
+	for range count {
+		var k, v []byte
+		if k, p, ok = takeBytes(p); !ok {
+			return nil, errPayload
+		}
+		if v, p, ok = takeBytes(p); !ok {
+			return nil, errPayload
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: string(k), Value: v})
+	}
+	if len(p) != 0 {
+		return nil, errPayload
+	}
+	return r, nil
+}
+
+func takeBytes(p []byte) (b, rest []byte, ok bool) {
+	l, n := binary.Uvarint(p)
+	if n <= 0 || l > uint64(len(p)-n) {
+		return nil, nil, false
+	}
+	p = p[n:]
+	return p[:l:l], p[l:], true
+}

@@ -1,0 +1,511 @@
+// Package relay is kdelay's engine: a consumer-group member on the delay
+// topic that forwards every record to its target topic when it is due.
+//
+// One goroutine runs the loop of DESIGN.md §3. Each iteration it polls the
+// delay topic (until the next wake-up at most), appends the records to their
+// partition's queue, then collects what can go now:
+//
+//   - the wheel's expired entries (records that waited locally);
+//   - the head records of each partition whose level time (record timestamp
+//   - the level's duration) has passed: due ones are forwarded, those due
+//     within the wheel horizon go into the wheel, later ones cascade back to
+//     the delay topic with an absolute kdelay-deliver-at, bad ones go to the
+//     dead-letter topic.
+//
+// The batch is produced with the idempotent producer (acks=all); retriable
+// errors are retried with backoff while nothing is committed. After the acks
+// the wheel is flushed (group commit) and offsets are committed
+// synchronously at the lowest offset not yet done: a record resting in the
+// wheel holds the commit back, so losing the wheel loses nothing.
+//
+// A partition whose head is not yet at its level time is paused; its head
+// stays in memory and the loop wakes up at that time. Rebalances are blocked
+// while a batch is in flight (kgo.BlockRebalanceOnPoll); a revoked or lost
+// partition's wheel entries are dropped, since its next owner re-reads them
+// from the committed offset.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/wheel"
+)
+
+// Options configure [New].
+type Options struct {
+	// Config is the validated configuration (config.Load).
+	Config config.Config
+	// Log receives the relay's and franz-go's logs; default slog.Default().
+	Log *slog.Logger
+	// Registry receives the relay's metrics and franz-go's (prefix
+	// kdelay_kafka_); default a private registry.
+	Registry prometheus.Registerer
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// KafkaOpts are appended to the client options built from Config
+	// (tests, tuning).
+	KafkaOpts []kgo.Opt
+	// MaxBatch bounds the records produced and committed per iteration;
+	// default 4096.
+	MaxBatch int
+}
+
+// Relay forwards delay-topic records when due. Create it with [New], run it
+// with [Relay.Run]; it is not reusable after Run returns.
+type Relay struct {
+	cfg      config.Config
+	log      *slog.Logger
+	now      func() time.Time
+	pol      policy
+	m        *metrics
+	cl       *kgo.Client
+	maxBatch int
+
+	mu       sync.Mutex // guards everything below; the group callbacks run on kgo's goroutines
+	wheel    *wheel.Wheel
+	parts    map[int32]*partState
+	firstAsg bool // the first assignment has been taken up
+	resync   map[int32]int64
+
+	stopping atomic.Bool
+	stalled  atomic.Bool
+	joined   atomic.Bool
+}
+
+// partState is one owned partition of the delay topic.
+type partState struct {
+	p       int32
+	level   int
+	queue   []*kgo.Record // polled, not yet handled, offset order
+	next    int64         // offset after the last record appended to queue
+	paused  bool
+	handled int64 // every offset <= handled is done or in the wheel
+	commit  int64 // last committed offset, -1 if none
+	waitFor time.Time
+}
+
+// New opens the wheel in cfg.DataDir and creates the Kafka client, which
+// starts joining the group at once; records are read only once Run runs.
+func New(opts Options) (*Relay, error) {
+	cfg := opts.Config
+	if cfg.Table() == nil {
+		return nil, errors.New("relay: configuration not validated (use config.Load)")
+	}
+	r := &Relay{
+		cfg:      cfg,
+		log:      opts.Log,
+		now:      opts.Now,
+		pol:      policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon},
+		maxBatch: opts.MaxBatch,
+		parts:    make(map[int32]*partState),
+		resync:   make(map[int32]int64),
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.maxBatch <= 0 {
+		r.maxBatch = 4096
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("relay: metrics: %w", err)
+	}
+	r.m = m
+
+	w, rep, err := wheel.Open(filepath.Join(cfg.DataDir, "wheel"), wheel.Options{
+		Horizon: cfg.WheelHorizon,
+		Sync:    syncPolicy(cfg.WheelSync),
+	}, r.now().UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("relay: open wheel in %s: %w", cfg.DataDir, err)
+	}
+	r.wheel = w
+	r.logRecovery(rep)
+
+	kopts, err := cfg.KafkaOpts(r.log)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	kopts = append(kopts,
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+		kgo.RecordPartitioner(newPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(30*time.Second),
+		// A leader change costs one metadata refresh; franz-go's default
+		// floor of 5s between refreshes would make every record late by 5s.
+		kgo.MetadataMinAge(500*time.Millisecond),
+		kgo.WithHooks(kprom.NewMetrics("kdelay_kafka", kprom.Registerer(reg))),
+	)
+	kopts = append(kopts, opts.KafkaOpts...)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("relay: kafka client: %w", err)
+	}
+	r.cl = cl
+	return r, nil
+}
+
+func syncPolicy(s string) wheel.SyncPolicy {
+	switch strings.ToLower(s) {
+	case "interval":
+		return wheel.SyncInterval
+	case "none":
+		return wheel.SyncNone
+	default:
+		return wheel.SyncBatch
+	}
+}
+
+func (r *Relay) logRecovery(rep wheel.Report) {
+	attrs := []any{"recovered", rep.Recovered, "pending", r.wheel.Pending()}
+	if rep.Lost > 0 || rep.Truncated > 0 || len(rep.Problems) > 0 {
+		attrs = append(attrs, "lost", rep.Lost, "lost_ranges", fmt.Sprint(rep.LostRanges),
+			"truncated_bytes", rep.Truncated, "problems", strings.Join(rep.Problems, "; "))
+		r.log.Warn("wheel recovered with losses; the lost records are re-read from Kafka", attrs...)
+		return
+	}
+	r.log.Info("wheel opened", attrs...)
+}
+
+// Ready reports whether the relay is in its group, has taken up its first
+// assignment, is not shutting down and is making progress (not retrying a
+// failed produce).
+func (r *Relay) Ready() bool {
+	return r.joined.Load() && !r.stopping.Load() && !r.stalled.Load()
+}
+
+// Client returns the relay's Kafka client (for status and admin requests).
+func (r *Relay) Client() *kgo.Client { return r.cl }
+
+// Run runs the relay until ctx is done, then shuts down in order: stop
+// polling, finish or hand back the batch in flight (bounded by the
+// configured shutdown timeout), commit, flush the wheel, leave the group.
+// It returns nil after a clean shutdown.
+func (r *Relay) Run(ctx context.Context) error {
+	// work outlives ctx by the shutdown timeout so a batch in flight can
+	// finish and be committed.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stop := context.AfterFunc(ctx, func() {
+		r.stopping.Store(true)
+		time.AfterFunc(r.cfg.ShutdownTimeout, cancelWork)
+	})
+	defer stop()
+
+	err := r.loop(ctx, work)
+	r.stopping.Store(true)
+	r.m.ready.Set(0)
+	r.cl.Close() // leaves the group; onRevoked keeps the wheel while stopping
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cerr := r.wheel.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("relay: close wheel: %w", cerr)
+	}
+	return err
+}
+
+func (r *Relay) loop(ctx, work context.Context) error {
+	for ctx.Err() == nil {
+		r.applyResync()
+		r.mu.Lock()
+		wake := r.nextWake(r.now())
+		r.mu.Unlock()
+		// Wake at least once a second so readiness and gauges stay fresh.
+		if idle := r.now().Add(time.Second); wake.IsZero() || wake.After(idle) {
+			wake = idle
+		}
+		pollCtx, cancel := context.WithDeadline(ctx, wake)
+		fetches := r.cl.PollRecords(pollCtx, r.maxBatch)
+		cancel()
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				r.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		if _, gen := r.cl.GroupMetadata(); gen >= 0 {
+			r.joined.Store(true)
+		}
+
+		r.mu.Lock()
+		fetches.EachRecord(r.enqueue)
+		b := r.collect(r.now())
+		r.mu.Unlock()
+
+		if len(b) > 0 {
+			if err := r.deliver(work, b); err != nil {
+				// Shutdown timeout while retrying: hand the batch back.
+				// Nothing of it is committed; the next owner re-reads it.
+				r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b), "err", err)
+				r.cl.AllowRebalance()
+				return nil
+			}
+		}
+		r.mu.Lock()
+		r.finish(work, b)
+		r.updatePauses()
+		r.updateGauges()
+		r.mu.Unlock()
+		r.m.ready.Set(boolFloat(r.Ready()))
+		r.cl.AllowRebalance()
+	}
+	return nil
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// enqueue appends a polled record to its partition's queue, skipping what
+// this relay already handled (restart with an intact wheel) or already
+// queued (a seek after assignment).
+func (r *Relay) enqueue(rec *kgo.Record) {
+	ps := r.parts[rec.Partition]
+	if ps == nil || rec.Topic != r.cfg.Topic {
+		return // not ours (any more); its owner reads it
+	}
+	if rec.Offset <= ps.handled || rec.Offset < ps.next {
+		return
+	}
+	ps.next = rec.Offset + 1
+	ps.queue = append(ps.queue, rec)
+	r.m.consumed.WithLabelValues(levelLabel(ps.level)).Inc()
+}
+
+// nextWake returns when the loop must run again at the latest: now if a
+// head record is ready, else the earliest level time of a waiting head or
+// wheel expiry; zero when nothing waits.
+func (r *Relay) nextWake(now time.Time) time.Time {
+	var wake time.Time
+	earlier := func(t time.Time) {
+		if wake.IsZero() || t.Before(wake) {
+			wake = t
+		}
+	}
+	for _, ps := range r.parts {
+		if len(ps.queue) == 0 {
+			continue
+		}
+		if ps.waitFor.IsZero() {
+			earlier(now) // not yet decided: work to do
+			continue
+		}
+		earlier(ps.waitFor)
+	}
+	if r.firstAsg {
+		if ms, ok := r.wheel.NextExpiry(); ok {
+			earlier(time.UnixMilli(ms))
+		}
+	}
+	if !wake.IsZero() && !wake.After(now) {
+		wake = now.Add(time.Millisecond) // poll without blocking
+	}
+	return wake
+}
+
+// updatePauses pauses partitions whose head waits and resumes those whose
+// queue drained, so that memory holds at most the polled records of each
+// partition.
+func (r *Relay) updatePauses() {
+	var pause, resume []int32
+	for p, ps := range r.parts {
+		switch want := len(ps.queue) > 0; {
+		case want && !ps.paused:
+			pause = append(pause, p)
+			ps.paused = true
+		case !want && ps.paused:
+			resume = append(resume, p)
+			ps.paused = false
+		}
+	}
+	if len(pause) > 0 {
+		r.cl.PauseFetchPartitions(map[string][]int32{r.cfg.Topic: pause})
+	}
+	if len(resume) > 0 {
+		r.cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: resume})
+	}
+}
+
+func (r *Relay) updateGauges() {
+	paused := 0
+	next := make(map[int]time.Time)
+	for _, ps := range r.parts {
+		if ps.paused {
+			paused++
+		}
+		if !ps.waitFor.IsZero() {
+			if t, ok := next[ps.level]; !ok || ps.waitFor.Before(t) {
+				next[ps.level] = ps.waitFor
+			}
+		}
+	}
+	r.m.paused.Set(float64(paused))
+	r.m.assigned.Set(float64(len(r.parts)))
+	r.m.wheelPending.Set(float64(r.wheel.Pending()))
+	for level := 1; level <= r.pol.table.Levels(); level++ {
+		v := 0.0
+		if t, ok := next[level]; ok {
+			v = float64(t.UnixMilli()) / 1000
+		}
+		r.m.nextDue.WithLabelValues(levelLabel(level)).Set(v)
+	}
+	if ms, ok := r.wheel.NextExpiry(); ok {
+		r.m.wheelNext.Set(float64(ms) / 1000)
+	} else {
+		r.m.wheelNext.Set(0)
+	}
+}
+
+// onAssigned takes up newly assigned partitions: the committed offset from
+// the group, wheel entries below it trimmed (another owner did them), and
+// the handled watermark from the wheel so a restart with an intact data
+// directory skips what it already did.
+func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	ps := assigned[r.cfg.Topic]
+	committed := r.fetchCommitted(ctx, cl)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.firstAsg {
+		// Entries of partitions not given back to us belong to their new
+		// owner, who re-reads them from Kafka.
+		for p := int32(0); p < r.pol.table.Partitions(); p++ {
+			if !slices.Contains(ps, p) {
+				if err := r.wheel.Drop(p); err != nil {
+					r.log.Error("wheel drop", "partition", p, "err", err)
+				}
+			}
+		}
+		r.firstAsg = true
+		r.joined.Store(true)
+	}
+	for _, p := range ps {
+		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1}
+		if st.level == 0 {
+			r.log.Error("delay topic has more partitions than levels x partitions-per-level; extra partition is not read", "partition", p)
+			continue
+		}
+		if c, ok := committed[p]; ok {
+			st.commit = c
+			if err := r.wheel.Trim(p, c); err != nil {
+				r.log.Error("wheel trim", "partition", p, "err", err)
+			}
+		}
+		st.handled = max(r.wheel.Handled(p), st.commit-1)
+		if st.handled >= 0 && st.handled+1 > st.commit {
+			r.resync[p] = st.handled + 1
+		}
+		st.next = st.handled + 1
+		r.parts[p] = st
+		r.log.Info("partition assigned", "partition", p, "level", st.level, "committed", st.commit, "handled", st.handled)
+	}
+	r.wheel.Flush()
+}
+
+func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) map[int32]int64 {
+	out := make(map[int32]int64)
+	resp, err := kadm.NewClient(cl).FetchOffsets(ctx, r.cfg.Group)
+	if err != nil {
+		r.log.Warn("fetch committed offsets; stale wheel entries may be delivered twice", "err", err)
+		return out
+	}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == r.cfg.Topic && o.Err == nil && o.At >= 0 {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// applyResync seeks partitions whose handled watermark lies past the
+// committed offset, so that what the wheel already holds is not re-read.
+func (r *Relay) applyResync() {
+	r.mu.Lock()
+	if len(r.resync) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	set := make(map[int32]kgo.EpochOffset, len(r.resync))
+	for p, off := range r.resync {
+		if _, ok := r.parts[p]; ok {
+			set[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+		}
+	}
+	clear(r.resync)
+	r.mu.Unlock()
+	if len(set) > 0 {
+		r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: set})
+	}
+}
+
+// The group callbacks use the client they are given: they may run before
+// New has stored r.cl.
+
+func (r *Relay) onRevoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	r.release(cl, revoked[r.cfg.Topic], "revoked")
+}
+
+func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	r.release(cl, lost[r.cfg.Topic], "lost")
+}
+
+// release forgets partitions that are no longer ours. Everything done was
+// committed at the end of its batch; wheel entries are dropped because the
+// new owner re-reads them from the committed offset. On shutdown the wheel
+// is kept, so a restart that gets the partitions back sends no duplicate.
+func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
+	if len(ps) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range ps {
+		delete(r.parts, p)
+		delete(r.resync, p)
+		if !r.stopping.Load() {
+			if err := r.wheel.Drop(p); err != nil {
+				r.log.Error("wheel drop", "partition", p, "err", err)
+			}
+		}
+	}
+	if err := r.wheel.Flush(); err != nil {
+		r.log.Error("wheel flush", "err", err)
+	}
+	cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: ps}) // pauses survive rebalances
+	r.log.Info("partitions "+why, "partitions", ps)
+}
