@@ -126,16 +126,23 @@ func Load(environ map[string]string) (Config, error) {
 	}
 	c, err := env.ParseAsWithOptions[Config](opts)
 	var problems []error
+	unparsed := map[string]bool{}
 	if err != nil {
-		problems = append(problems, describeParseErrors(err, environ)...)
+		for _, e := range describeParseErrors(err, environ) {
+			problems = append(problems, e)
+			if name, _, ok := strings.Cut(strings.TrimPrefix(e.Error(), "config: "), "="); ok {
+				unparsed[name] = true
+			}
+		}
 	}
-	if verr := c.Validate(); verr != nil {
-		problems = append(problems, verr)
+	// A variable that did not parse is left at its zero value; its
+	// validation error would only repeat the parse error.
+	for _, e := range c.validate() {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(e.Error(), "config: "), "="); !ok || !unparsed[name] {
+			problems = append(problems, e)
+		}
 	}
-	if len(problems) > 0 {
-		return c, errors.Join(problems...)
-	}
-	return c, nil
+	return c, errors.Join(problems...)
 }
 
 // Default returns the configuration with every default.
@@ -198,7 +205,9 @@ func fieldTag(field string) string {
 // Validate checks every field and fills the derived ones (the default
 // dead-letter topic, the wheel horizon, the level table). It returns every
 // problem at once, joined; each names the variable and the bad value.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return errors.Join(c.validate()...) }
+
+func (c *Config) validate() []error {
 	var errs []error
 	bad := func(name string, value any, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config: %s%s=%q: %s", Prefix, name, fmt.Sprint(value), fmt.Sprintf(format, args...)))
@@ -279,8 +288,7 @@ func (c *Config) Validate() error {
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
 	}
-	errs = append(errs, c.validateSecurity()...)
-	return errors.Join(errs...)
+	return append(errs, c.validateSecurity()...)
 }
 
 func (c *Config) validateSecurity() []error {

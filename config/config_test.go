@@ -97,6 +97,13 @@ func TestErrorsNameVariableAndValue(t *testing.T) {
 	}
 }
 
+func TestParseErrorReportedOnce(t *testing.T) {
+	_, err := Load(map[string]string{"KDELAY_MAX_DELAY": "x"})
+	if got := strings.Count(err.Error(), "KDELAY_MAX_DELAY"); got != 1 {
+		t.Fatalf("KDELAY_MAX_DELAY named %d times in %q, want once", got, err)
+	}
+}
+
 func TestTargetAllowed(t *testing.T) {
 	c, err := Load(map[string]string{"KDELAY_TARGET_ALLOW": "orders.*,billing", "KDELAY_TARGET_DENY": "orders.secret"})
 	if err != nil {
