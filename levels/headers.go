@@ -171,7 +171,15 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 	} else {
 		return s, &ContractError{Err: ErrNoSchedule}
 	}
-	s.Due = ceilMilli(ts.Add(delay))
+	due := ceilMilli(ts.Add(delay))
+	switch {
+	case due.UnixMilli() < 0:
+		// A timestamp before 1970 (Kafka's -1 is "none"): already due.
+		due = time.UnixMilli(0)
+	case due.UnixMilli() > maxDeliverAtMs:
+		return s, headerErr(HeaderDelay, strconv.FormatInt(delay.Milliseconds(), 10), ErrBadDelay)
+	}
+	s.Due = due
 	s.Delay = s.Due.Sub(ts)
 	return s, nil
 }
