@@ -2,7 +2,6 @@ package wheel
 
 import (
 	"math"
-	"slices"
 )
 
 // cand is a pending entry found by a scan or added late: enough to order it
@@ -352,19 +351,19 @@ func (w *Wheel) segment(id uint32) *segment {
 	if a := w.active; a.id == id {
 		return a
 	}
-	i, ok := slices.BinarySearchFunc(w.segs, id, func(s *segment, id uint32) int {
-		switch {
-		case s.id < id:
-			return -1
-		case s.id > id:
-			return 1
+	lo, hi := 0, len(w.segs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if w.segs[m].id < id {
+			lo = m + 1
+		} else {
+			hi = m
 		}
-		return 0
-	})
-	if !ok {
-		return nil
 	}
-	return w.segs[i]
+	if lo < len(w.segs) && w.segs[lo].id == id {
+		return w.segs[lo]
+	}
+	return nil
 }
 
 // deliver reads c back and hands it to fn if it is still pending.

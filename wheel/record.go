@@ -20,7 +20,7 @@ import (
 //	        40 payload
 //	mark    20 count  u32 (done: number of offsets; else 0)
 //	        24 value  i64 (done: first offset; trim: below; handled: offset)
-//	        32 done only: count-1 uvarint deltas between sorted offsets
+//	        32 done only: count-1 zigzag varint deltas between offsets
 const (
 	recordAlign     = 8
 	entryHeaderSize = 40
@@ -84,14 +84,14 @@ func appendEntry(b []byte, h entryHeader, payload []byte) []byte {
 	return b
 }
 
-// appendMark appends a mark record. For kindDone, offs holds the sorted,
-// distinct offsets; for the other kinds it is nil and value is used.
+// appendMark appends a mark record. For kindDone, offs holds the offsets in
+// any order; for the other kinds it is nil and value is used.
 func appendMark(b []byte, kind byte, part int32, epoch uint32, value int64, offs []int64) []byte {
 	size := markHeaderSize
 	if kind == kindDone {
 		value = offs[0]
 		for i := 1; i < len(offs); i++ {
-			size += uvarintLen(uint64(offs[i] - offs[i-1]))
+			size += varintLen(offs[i] - offs[i-1])
 		}
 	}
 	start := len(b)
@@ -105,14 +105,18 @@ func appendMark(b []byte, kind byte, part int32, epoch uint32, value int64, offs
 	le.PutUint64(r[24:], uint64(value))
 	p := r[markHeaderSize:]
 	for i := 1; i < len(offs); i++ {
-		n := binary.PutUvarint(p, uint64(offs[i]-offs[i-1]))
+		n := binary.PutVarint(p, offs[i]-offs[i-1])
 		p = p[n:]
 	}
 	le.PutUint32(r[0:], checksum(r[4:]))
 	return b
 }
 
-func uvarintLen(v uint64) int {
+func varintLen(d int64) int {
+	v := uint64(d) << 1 // zigzag, as binary.PutVarint
+	if d < 0 {
+		v = ^v
+	}
 	n := 1
 	for v >= 0x80 {
 		v >>= 7
@@ -168,7 +172,7 @@ type mark struct {
 	epoch uint32
 	value int64
 	count int
-	rest  []byte // uvarint deltas of a done mark
+	rest  []byte // varint deltas of a done mark
 }
 
 func decodeMark(r []byte, size int) mark {
@@ -192,12 +196,12 @@ func (m mark) doneOffsets(fn func(int64)) {
 	fn(off)
 	p := m.rest
 	for i := 1; i < m.count; i++ {
-		d, n := binary.Uvarint(p)
+		d, n := binary.Varint(p)
 		if n <= 0 {
 			return
 		}
 		p = p[n:]
-		off += int64(d)
+		off += d
 		fn(off)
 	}
 }
