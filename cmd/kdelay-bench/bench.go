@@ -1,0 +1,455 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// Level tables of the scenarios. The throughput and recovery runs use two
+// levels, 1s and 1h: every record is read from a level-1 partition, so the
+// level path (kdelay-level 1) and the wheel path (kdelay-deliver-at less
+// than 1h ahead; it waits in the wheel after level 1) read the same number
+// of partitions as the baseline pipe. The due-rate and §8 shape runs use the
+// default 18 RocketMQ levels, as deployed.
+const (
+	burstLevels = "1s 1h"
+	prodLevels  = levels.DefaultSpec
+)
+
+type bench struct {
+	o       *options
+	brokers string
+	seeds   []string
+	fake    *kfake.Cluster
+	adm     *kadm.Client
+	admCl   *kgo.Client
+	prod    *kgo.Client
+	tmp     string
+	runID   string
+
+	kdelayBin string
+	results   *results
+	// produce times of the baseline, by size: the lead of the bursts.
+	prodTime map[int]time.Duration
+	baseRate map[int]float64
+}
+
+func newBench(ctx context.Context, o *options) (*bench, error) {
+	b := &bench{o: o, prodTime: make(map[int]time.Duration), baseRate: make(map[int]float64)}
+	b.runID = strconv.FormatInt(time.Now().Unix()%1_000_000, 36)
+	if o.brokers == "" {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
+		if err != nil {
+			return nil, fmt.Errorf("start kfake: %w", err)
+		}
+		b.fake = c
+		b.seeds = c.ListenAddrs()
+	} else {
+		b.seeds = strings.Split(o.brokers, ",")
+	}
+	b.brokers = strings.Join(b.seeds, ",")
+	var err error
+	b.tmp, err = os.MkdirTemp("", "kdelay-bench-")
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	b.admCl, err = kgo.NewClient(kgo.SeedBrokers(b.seeds...))
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	b.adm = kadm.NewClient(b.admCl)
+	b.prod, err = kgo.NewClient(kgo.SeedBrokers(b.seeds...),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(50_000),
+		kgo.MetadataMinAge(500*time.Millisecond),
+	)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	if o.relayMode == "exec" {
+		if o.kdelayBin != "" {
+			b.kdelayBin = o.kdelayBin
+		} else {
+			fmt.Fprintln(o.stderr, "building ./cmd/kdelay ...")
+			b.kdelayBin, err = buildKdelay(ctx, b.tmp)
+			if err != nil {
+				b.close()
+				return nil, err
+			}
+		}
+	}
+	b.results = &results{Started: time.Now().UTC(), Machine: machineInfo(), Broker: "kfake (in-process)", Relay: o.relayMode}
+	if b.fake == nil {
+		b.results.Broker = b.brokers
+	}
+	b.results.Command = "go run ./cmd/kdelay-bench " + strings.Join(os.Args[1:], " ")
+	return b, nil
+}
+
+func (b *bench) close() {
+	if b.prod != nil {
+		b.prod.Close()
+	}
+	if b.admCl != nil {
+		b.admCl.Close()
+	}
+	if b.fake != nil {
+		b.fake.Close()
+	}
+	if b.tmp != "" {
+		os.RemoveAll(b.tmp)
+	}
+}
+
+func (b *bench) runAll(ctx context.Context) (*results, error) {
+	res := b.results
+	res.LoadBefore = loadAvg()
+	step := func(name string, fn func() (*result, error)) error {
+		if !b.o.scenarios[name] || ctx.Err() != nil {
+			return nil
+		}
+		t0 := time.Now()
+		r, err := fn()
+		if r != nil {
+			r.WallSeconds = time.Since(t0).Seconds()
+			res.Results = append(res.Results, r)
+			fmt.Fprintf(b.o.stderr, "%s\n", r.summary())
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	var errs []error
+	for _, size := range b.o.sizes {
+		for _, sc := range []string{"baseline", "level", "wheel"} {
+			if err := step(sc, func() (*result, error) { return b.throughput(ctx, sc, size) }); err != nil {
+				errs = append(errs, err)
+				fmt.Fprintln(b.o.stderr, "error:", err)
+			}
+		}
+	}
+	if err := step("duerate", func() (*result, error) { return b.dueRate(ctx) }); err != nil {
+		errs = append(errs, err)
+		fmt.Fprintln(b.o.stderr, "error:", err)
+	}
+	for _, size := range b.o.sizes {
+		if err := step("shape", func() (*result, error) { return b.shape(ctx, size) }); err != nil {
+			errs = append(errs, err)
+			fmt.Fprintln(b.o.stderr, "error:", err)
+		}
+	}
+	if err := step("recovery", func() (*result, error) { return b.recovery(ctx) }); err != nil {
+		errs = append(errs, err)
+		fmt.Fprintln(b.o.stderr, "error:", err)
+	}
+	res.LoadAfter = loadAvg()
+	res.Finished = time.Now().UTC()
+	if len(errs) > 0 {
+		return res, fmt.Errorf("%d scenario(s) failed: %v", len(errs), errs)
+	}
+	return res, nil
+}
+
+// names are the topics and group of one scenario run.
+type names struct{ delay, dlq, target, group, data string }
+
+func (b *bench) names(tag string) names {
+	p := "kdb-" + b.runID + "-" + tag
+	return names{delay: p + "-delay", dlq: p + "-delay.dlq", target: p + "-target", group: p, data: filepath.Join(b.tmp, tag)}
+}
+
+func (b *bench) env(n names, spec string) relayEnv {
+	return relayEnv{
+		"KDELAY_TOPIC":                n.delay,
+		"KDELAY_DLQ_TOPIC":            n.dlq,
+		"KDELAY_GROUP":                n.group,
+		"KDELAY_LEVELS":               spec,
+		"KDELAY_PARTITIONS_PER_LEVEL": strconv.Itoa(b.o.partitions),
+		"KDELAY_DATA_DIR":             n.data,
+		"KDELAY_CLIENT_ID":            "kdelay-bench-" + n.group,
+	}
+}
+
+func (b *bench) table(spec string) *levels.Table {
+	t, err := levels.Parse(spec, b.o.partitions)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// lead is how long producing n records of size takes, with a margin: the
+// baseline's measured produce time if it ran, else a conservative guess.
+func (b *bench) lead(n, size int) time.Duration {
+	if d, ok := b.prodTime[size]; ok {
+		return d*3/2 + time.Second
+	}
+	rate := 25_000.0
+	if size > 512 {
+		rate = 12_000
+	}
+	return time.Duration(float64(n)/rate*float64(time.Second)) + b.o.margin
+}
+
+// throughput runs one of baseline, level and wheel with records of size.
+func (b *bench) throughput(ctx context.Context, scenario string, size int) (*result, error) {
+	n := b.o.records
+	tag := fmt.Sprintf("%s-%d", scenario, size)
+	nm := b.names(tag)
+	r := &result{Scenario: scenario, Size: size, Records: n, Partitions: b.o.partitions}
+	if scenario == "baseline" {
+		return b.baseline(ctx, r, nm)
+	}
+	r.Levels = burstLevels
+	tab := b.table(burstLevels)
+	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.target: b.o.partitions}, nm.target); err != nil {
+		return r, err
+	}
+	rp, err := b.startRelay(ctx, tag, b.env(nm, burstLevels))
+	if err != nil {
+		return r, err
+	}
+	defer rp.stop()
+	col, err := b.newCollector(ctx, nm.target, n, "deliver "+tag)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	lead := b.lead(n, size)
+	var due time.Time
+	var gen func(i int, now time.Time) recSpec
+	if scenario == "level" {
+		// Every record has the same timestamp T0 (in the future while
+		// producing) and kdelay-level 1: all come due at T0 + 1s, together.
+		t0 := start.Add(lead).Truncate(time.Millisecond)
+		due = t0.Add(time.Second)
+		gen = func(i int, _ time.Time) recSpec {
+			return recSpec{ts: t0, delay: levels.Delay{Target: nm.target, Level: 1}}
+		}
+		r.Notes = append(r.Notes, "records timestamped T0 (future while producing), kdelay-level 1: all due at T0+1s")
+	} else {
+		// Timestamps are the produce time; every record is due at the same
+		// absolute time (kdelay-deliver-at), lead after the end of the
+		// produce: its level time (timestamp + 1s) passes long before, so it
+		// waits in the wheel and all come due together.
+		due = start.Add(2*lead + b.o.margin).Truncate(time.Millisecond)
+		gen = func(i int, _ time.Time) recSpec {
+			return recSpec{delay: levels.Delay{Target: nm.target, At: due}}
+		}
+		r.Notes = append(r.Notes, "records timestamped at produce time, kdelay-deliver-at = one common due time: read at level 1, they wait in the wheel")
+	}
+	took, err := b.produceLoad(ctx, tag, n, size, tab, nm.delay, gen)
+	if err != nil {
+		return r, err
+	}
+	r.ProduceSeconds = took.Seconds()
+	if produced := start.Add(took); !produced.Before(due) {
+		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: producing ended %s after the due time: not a clean burst", produced.Sub(due).Round(time.Millisecond)))
+	}
+	if scenario == "wheel" {
+		// Did the wheel hold them all before the due time?
+		go func() {
+			select {
+			case <-time.After(time.Until(due.Add(-50 * time.Millisecond))):
+				if m, err := rp.metrics(); err == nil {
+					r.PendingAtDue = int(m["kdelay_wheel_pending_entries"])
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	r.DueMs = due.UnixMilli()
+	werr := col.wait(ctx, due.Add(2*time.Minute), 15*time.Second)
+	b.relayStats(r, rp)
+	recs, dups, bad := col.finish(500 * time.Millisecond)
+	r.fill(recs, dups, bad)
+	if base := b.baseRate[size]; base > 0 {
+		r.RatioToBaseline = r.DrainRate / base
+	}
+	return r, werr
+}
+
+// relayStats reads the relay's path counters and its peak RSS.
+func (b *bench) relayStats(r *result, rp *relayProc) {
+	// The relay counts a forward after its acks, so the collector can see a
+	// record before the counter moves: wait (briefly) for the counters.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		m, err := rp.metrics()
+		if err != nil {
+			break
+		}
+		fw := int(m["kdelay_records_forwarded_total"])
+		if fw < r.Records && r.Scenario != "recovery" && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		r.ViaWheel = int(sumWhere(m, "kdelay_records_forwarded_total", `path="wheel"`))
+		r.Direct = int(sumWhere(m, "kdelay_records_forwarded_total", `path="direct"`))
+		r.DeadLettered = int(m["kdelay_records_dead_lettered_total"])
+		r.Cascaded = int(m["kdelay_records_cascaded_total"])
+		break
+	}
+	r.RelayPeakRSS = rp.peakRSS()
+}
+
+// baseline pre-produces n records to a source topic, then pipes them to
+// the target with the relay's batching: PollRecords(4096), produce all with
+// acks=all (idempotent), wait, CommitOffsetsSync.
+func (b *bench) baseline(ctx context.Context, r *result, nm names) (*result, error) {
+	k := b.o.partitions
+	src := nm.delay // the source topic
+	if err := b.createTopics(ctx, map[string]int{src: k, nm.target: k}, nm.target); err != nil {
+		return r, err
+	}
+	tag := fmt.Sprintf("baseline-%d", r.Size)
+	took, err := b.produceLoad(ctx, tag, r.Records, r.Size, nil, "", func(i int, _ time.Time) recSpec {
+		return recSpec{plain: true, topic: src, partition: int32(i % k)}
+	})
+	if err != nil {
+		return r, err
+	}
+	b.prodTime[r.Size] = took
+	r.ProduceSeconds = took.Seconds()
+	r.Notes = append(r.Notes, "plain franz-go pipe: PollRecords(4096) -> produce acks=all idempotent -> wait -> CommitOffsetsSync")
+	col, err := b.newCollector(ctx, nm.target, r.Records, "deliver "+tag)
+	if err != nil {
+		return r, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	var perr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		perr = b.pipe(pctx, src, nm.target, nm.group, r.Records)
+	}()
+	werr := col.wait(ctx, time.Now().Add(2*time.Minute), 15*time.Second)
+	cancel()
+	wg.Wait()
+	recs, dups, bad := col.finish(200 * time.Millisecond)
+	r.fill(recs, dups, bad)
+	b.baseRate[r.Size] = r.DrainRate
+	if werr == nil && perr != nil && ctx.Err() == nil {
+		werr = perr
+	}
+	return r, werr
+}
+
+func (b *bench) pipe(ctx context.Context, src, dst, group string, n int) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(b.seeds...),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(src),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(30*time.Second),
+		kgo.MetadataMinAge(500*time.Millisecond),
+	)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	done := 0
+	for done < n && ctx.Err() == nil {
+		fs := cl.PollRecords(ctx, b.o.maxBatch)
+		if fs.IsClientClosed() {
+			return nil
+		}
+		var (
+			wg       sync.WaitGroup
+			firstErr atomic.Value
+		)
+		offsets := make(map[int32]kgo.EpochOffset)
+		fs.EachRecord(func(rec *kgo.Record) {
+			wg.Add(1)
+			cl.Produce(ctx, &kgo.Record{Topic: dst, Key: rec.Key, Value: rec.Value, Headers: rec.Headers}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+				wg.Done()
+			})
+			offsets[rec.Partition] = kgo.EpochOffset{Epoch: -1, Offset: rec.Offset + 1}
+			done++
+		})
+		wg.Wait()
+		if err, _ := firstErr.Load().(error); err != nil {
+			cl.AllowRebalance()
+			return err
+		}
+		if len(offsets) > 0 {
+			var cerr error
+			cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{src: offsets}, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { cerr = err })
+			if cerr != nil && ctx.Err() == nil {
+				cl.AllowRebalance()
+				return cerr
+			}
+		}
+		cl.AllowRebalance()
+	}
+	return nil
+}
+
+// machineInfo describes where the bench ran.
+func machineInfo() map[string]string {
+	m := map[string]string{
+		"nproc":   strconv.Itoa(runtime.NumCPU()),
+		"go":      runtime.Version(),
+		"os/arch": runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				m["memory"] = strings.TrimSpace(rest)
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+				m["cpu"] = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":"))
+				break
+			}
+		}
+		f.Close()
+	}
+	return m
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,222 @@
+// Command kdelay-bench is kdelay's end-to-end benchmark. Against one broker
+// and in one run it measures:
+//
+//   - baseline: a plain franz-go consume -> produce -> commit pipe between two
+//     topics, with the relay's batching (poll up to 4096 records, produce
+//     them with acks=all and the idempotent producer, wait for the acks,
+//     CommitOffsetsSync);
+//   - level: kdelay's level path, a burst of records that all come due
+//     together at a level's own delay (kdelay-level 1);
+//   - wheel: kdelay's wheel path, a burst of records with arbitrary delays
+//     (kdelay-deliver-at) that wait in the wheel and come due together;
+//   - duerate: lateness while records come due at a steady rate (10k/s);
+//   - shape: the load shapes of DESIGN.md §8 (half the records spread over
+//     20 s, half due within one second);
+//   - recovery: restart of the relay with 1M records pending in the wheel:
+//     time from the restart to the first delivery, RSS with 1M pending.
+//
+// The relay runs as a child process (`kdelay run`, built from this module)
+// so that its peak RSS (VmHWM) is its own, or in-process with --relay
+// inproc (tests, CPU profiles with --cpuprofile).
+//
+// Lateness is the target record's timestamp minus its kdelay-due-at header.
+// Target topics are created with message.timestamp.type=LogAppendTime, so
+// the timestamp is the broker's append time: the moment the record was
+// delivered, not when the bench happened to read it.
+//
+// Results go to --out (default bench-out/): results.json, results.md and
+// lateness-cdf.svg. See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "kdelay-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	brokers         string
+	records         int
+	sizes           []int
+	scenarios       map[string]bool
+	quick           bool
+	out             string
+	relayMode       string // exec | inproc
+	kdelayBin       string
+	partitions      int // k: partitions per level, of the baseline source and of the targets
+	maxBatch        int
+	recoveryRecords int
+	recoveryLead    time.Duration
+	dueRate         int
+	dueSeconds      int
+	shapeRecords    map[int]int // size -> records of the §8 shape
+	shapeSpread     time.Duration
+	margin          time.Duration // extra lead before the first due time
+	watch           time.Duration // how long deliveries are watched after the restart
+	cpuProfile      string
+	progress        bool
+	wheelSync       string
+	stderr          io.Writer
+	stdout          io.Writer
+}
+
+var allScenarios = []string{"baseline", "level", "wheel", "duerate", "shape", "recovery"}
+
+func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("kdelay-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{stdout: stdout, stderr: stderr}
+	var sizes, scen string
+	fs.StringVar(&o.brokers, "brokers", "", "seed brokers (comma list); default: an in-process kfake cluster (quick runs only: publish real-broker figures)")
+	fs.IntVar(&o.records, "records", 200_000, "records per throughput run (baseline, level, wheel)")
+	fs.StringVar(&sizes, "size", "100,1024", "record value sizes in bytes, comma list")
+	fs.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma list of "+strings.Join(allScenarios, ", "))
+	fs.BoolVar(&o.quick, "quick", false, "smoke test: small counts, finishes in under a minute")
+	fs.StringVar(&o.out, "out", "bench-out", "output directory (results.json, results.md, lateness-cdf.svg, relay logs)")
+	fs.StringVar(&o.relayMode, "relay", "exec", "exec: the relay as a child process (`kdelay run`, RSS measured); inproc: in this process (tests, --cpuprofile)")
+	fs.StringVar(&o.kdelayBin, "kdelay", "", "prebuilt kdelay binary for --relay exec; default: go build ./cmd/kdelay into a temporary directory")
+	fs.IntVar(&o.partitions, "partitions", 4, "partitions per level (KDELAY_PARTITIONS_PER_LEVEL), of the baseline source topic and of the target topics")
+	fs.IntVar(&o.maxBatch, "batch", 4096, "records per poll of the baseline pipe (the relay's MaxBatch is 4096)")
+	fs.IntVar(&o.recoveryRecords, "recovery-records", 1_000_000, "records pending in the wheel at the restart")
+	fs.DurationVar(&o.recoveryLead, "recovery-lead", 0, "time from the start of the recovery pre-load to the first due time; default 30s + records/8000 s")
+	fs.IntVar(&o.dueRate, "due-rate", 10_000, "records coming due per second in the duerate scenario")
+	fs.IntVar(&o.dueSeconds, "due-seconds", 20, "seconds of the duerate scenario")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
+	isTerm := false
+	if f, ok := stderr.(*os.File); ok {
+		isTerm = term.IsTerminal(int(f.Fd()))
+	}
+	fs.BoolVar(&o.progress, "progress", isTerm, "progress bars on stderr (default: when stderr is a terminal)")
+	fs.StringVar(&o.wheelSync, "wheel-sync", "", "KDELAY_WHEEL_SYNC for the relay; default the relay's (batch)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("invalid --size %q", s)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	o.scenarios = make(map[string]bool)
+	for _, s := range strings.Split(scen, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		ok := false
+		for _, a := range allScenarios {
+			ok = ok || a == s
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(allScenarios, ", "))
+		}
+		o.scenarios[s] = true
+	}
+	if o.relayMode != "exec" && o.relayMode != "inproc" {
+		return nil, fmt.Errorf("invalid --relay %q: exec or inproc", o.relayMode)
+	}
+	if o.partitions < 1 {
+		return nil, fmt.Errorf("invalid --partitions %d", o.partitions)
+	}
+	o.shapeRecords = map[int]int{100: 200_000, 1024: 100_000}
+	o.shapeSpread = 20 * time.Second
+	o.margin = 2 * time.Second
+	o.watch = 5 * time.Second
+	if o.quick {
+		set := func(name string) bool {
+			seen := false
+			fs.Visit(func(f *flag.Flag) { seen = seen || f.Name == name })
+			return seen
+		}
+		if !set("records") {
+			o.records = 3000
+		}
+		if !set("recovery-records") {
+			o.recoveryRecords = 20_000
+		}
+		if !set("recovery-lead") {
+			o.recoveryLead = 6 * time.Second
+		}
+		if !set("due-rate") {
+			o.dueRate = 1000
+		}
+		if !set("due-seconds") {
+			o.dueSeconds = 3
+		}
+		if !set("size") {
+			o.sizes = []int{100}
+		}
+		o.shapeRecords = map[int]int{100: 4000, 1024: 2000}
+		o.shapeSpread = 4 * time.Second
+		o.margin = 500 * time.Millisecond
+		o.watch = time.Second
+	}
+	if o.recoveryLead == 0 {
+		o.recoveryLead = 30*time.Second + time.Duration(o.recoveryRecords)*time.Second/8000
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	b, err := newBench(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	res, err := b.runAll(ctx)
+	if res != nil {
+		if werr := writeResults(o.out, res); werr != nil && err == nil {
+			err = werr
+		}
+		fmt.Fprint(stdout, markdown(res))
+		fmt.Fprintf(stdout, "\nwritten: %s/results.json, %s/results.md, %s/lateness-cdf.svg\n", o.out, o.out, o.out)
+	}
+	return err
+}
