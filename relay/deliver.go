@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,13 +52,23 @@ type item struct {
 func (r *Relay) collect(now time.Time) []*item {
 	var b []*item
 	if r.firstAsg {
+		var bad []*partState
 		_, err := r.wheel.Expire(now.UnixMilli(), r.maxBatch, func(e wheel.Entry) {
-			if it := r.fromWheel(e); it != nil {
+			it, ok := r.fromWheel(e)
+			if it != nil {
 				b = append(b, it)
+			} else if !ok {
+				bad = append(bad, r.parts[e.Partition])
 			}
 		})
 		if err != nil {
 			r.log.Error("wheel expire", "err", err)
+		}
+		for _, ps := range bad { // after Expire: Drop must not run inside it
+			r.resyncPartition(ps)
+		}
+		if len(bad) > 0 {
+			b = slices.DeleteFunc(b, func(it *item) bool { return slices.Contains(bad, r.parts[it.part]) })
 		}
 	}
 	for _, ps := range r.parts {
@@ -104,11 +115,13 @@ func (r *Relay) collect(now time.Time) []*item {
 	return b
 }
 
-// fromWheel turns a fired wheel entry into a forward.
-func (r *Relay) fromWheel(e wheel.Entry) *item {
+// fromWheel turns a fired wheel entry into a forward. It returns nil, true
+// for an entry of a partition no longer owned (its owner re-reads it), and
+// nil, false for an entry that does not decode.
+func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 	ps := r.parts[e.Partition]
 	if ps == nil {
-		return nil // revoked; the owner re-reads it
+		return nil, true
 	}
 	rec, err := decodePayload(e.Payload)
 	var s levels.Schedule
@@ -121,13 +134,12 @@ func (r *Relay) fromWheel(e wheel.Entry) *item {
 		// partition from Kafka rather than lose or guess.
 		r.log.Error("undecodable wheel entry; re-reading the partition from its committed offset",
 			"partition", e.Partition, "offset", e.Offset, "err", err)
-		r.resyncPartition(ps)
-		return nil
+		return nil, false
 	}
 	return &item{
 		kind: kFire, part: e.Partition, offset: e.Offset, level: ps.level, orig: rec,
 		out: r.forwardRecord(rec, s, e.Partition, e.Offset), due: time.UnixMilli(e.Due),
-	}
+	}, true
 }
 
 // resyncPartition forgets the partition's local state and seeks it back to
