@@ -23,6 +23,7 @@ type metrics struct {
 	paused       prometheus.Gauge
 	assigned     prometheus.Gauge
 	nextDue      *prometheus.GaugeVec // level
+	lag          *prometheus.GaugeVec // level
 	wheelNext    prometheus.Gauge
 	ready        prometheus.Gauge
 }
@@ -65,12 +66,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		nextDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kdelay_next_due_timestamp_seconds", Help: "Unix time at which the head record of the level's partitions may go (0: none waiting).",
 		}, []string{"level"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kdelay_consumer_lag", Help: "Records of the level's owned partitions not yet committed: high watermark (as of the last fetch) minus committed offset.",
+		}, []string{"level"}),
 		wheelNext: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_wheel_next_expiry_timestamp_seconds", Help: "Unix time of the wheel's next expiry (0: empty)."}),
 		ready:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_ready", Help: "1 while the relay is in the group and making progress."}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
-		m.lateness, m.commitTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.wheelNext, m.ready,
+		m.lateness, m.commitTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

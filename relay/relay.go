@@ -96,6 +96,7 @@ type partState struct {
 	paused  bool
 	handled int64 // every offset <= handled is done or in the wheel
 	commit  int64 // last committed offset, -1 if none
+	hwm     int64 // high watermark as of the last fetch, -1 if unknown
 	waitFor time.Time
 }
 
@@ -261,6 +262,11 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		}
 
 		r.mu.Lock()
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if ps := r.parts[fp.Partition]; ps != nil && fp.Topic == r.cfg.Topic && fp.HighWatermark >= 0 {
+				ps.hwm = fp.HighWatermark
+			}
+		})
 		fetches.EachRecord(r.enqueue)
 		b := r.collect(r.now())
 		r.mu.Unlock()
@@ -365,7 +371,11 @@ func (r *Relay) updatePauses() {
 func (r *Relay) updateGauges() {
 	paused := 0
 	next := make(map[int]time.Time)
+	lag := make(map[int]int64)
 	for _, ps := range r.parts {
+		if ps.hwm >= 0 {
+			lag[ps.level] += max(0, ps.hwm-max(ps.commit, 0))
+		}
 		if ps.paused {
 			paused++
 		}
@@ -384,6 +394,7 @@ func (r *Relay) updateGauges() {
 			v = float64(t.UnixMilli()) / 1000
 		}
 		r.m.nextDue.WithLabelValues(levelLabel(level)).Set(v)
+		r.m.lag.WithLabelValues(levelLabel(level)).Set(float64(lag[level]))
 	}
 	if ms, ok := r.wheel.NextExpiry(); ok {
 		r.m.wheelNext.Set(float64(ms) / 1000)
@@ -415,7 +426,7 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		r.joined.Store(true)
 	}
 	for _, p := range ps {
-		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1}
+		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1, hwm: -1}
 		if st.level == 0 {
 			r.log.Error("delay topic has more partitions than levels x partitions-per-level; extra partition is not read", "partition", p)
 			continue

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,7 +25,8 @@ import (
 // at arbitrary delays are each forwarded once, never before their due time.
 func TestExactness(t *testing.T) {
 	h := newHarness(t, nil, "orders")
-	h.start(nil).waitReady(t)
+	rr := h.start(nil)
+	rr.waitReady(t)
 	// Shorter delays first: a level partition is FIFO, so a 300ms record
 	// written behind a 1s record of the same level waits for it (as in
 	// RocketMQ); that head-of-line wait is not what this test measures.
@@ -46,6 +49,30 @@ func TestExactness(t *testing.T) {
 	}
 	got := h.collect(40*time.Second, allKeys(keys...), "orders")
 	h.report(got, keys, 0)
+
+	// The metrics account for every record by level and path: exact level
+	// delays (and those below level 1) go direct, the others via the wheel.
+	waitFor(t, func() bool {
+		return testutil.CollectAndCount(rr.r.m.forwarded) == 8 && sumCounter(rr.r.m.forwarded) == 30
+	})
+	want := `
+# HELP kdelay_records_forwarded_total Records delivered to their target (acked), by level and path (direct or wheel).
+# TYPE kdelay_records_forwarded_total counter
+kdelay_records_forwarded_total{level="1",path="direct"} 9
+kdelay_records_forwarded_total{level="1",path="wheel"} 3
+kdelay_records_forwarded_total{level="2",path="direct"} 3
+kdelay_records_forwarded_total{level="2",path="wheel"} 3
+kdelay_records_forwarded_total{level="3",path="direct"} 3
+kdelay_records_forwarded_total{level="3",path="wheel"} 3
+kdelay_records_forwarded_total{level="4",path="direct"} 3
+kdelay_records_forwarded_total{level="4",path="wheel"} 3
+# HELP kdelay_wheel_pending_entries Records resting in the local timer wheel.
+# TYPE kdelay_wheel_pending_entries gauge
+kdelay_wheel_pending_entries 0
+`
+	if err := testutil.GatherAndCompare(rr.reg, strings.NewReader(want), "kdelay_records_forwarded_total", "kdelay_wheel_pending_entries"); err != nil {
+		t.Error(err)
+	}
 	for _, k := range keys {
 		for _, rc := range got[k] {
 			if rc.value != "v-"+k || rc.headers["own"] != k {
@@ -58,6 +85,31 @@ func TestExactness(t *testing.T) {
 			}
 		}
 	}
+}
+
+// waitFor polls a condition the relay exposes until it holds (30s at most).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sumCounter(c *prometheus.CounterVec) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err == nil {
+			sum += pb.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 // TestCascade: with levels 1s 2s 4s (wheel horizon 2s), a 20s delay cascades
