@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -102,6 +103,7 @@ func newBench(ctx context.Context, o *options) (*bench, error) {
 		b.results.Broker = b.brokers
 	}
 	b.results.Command = "go run ./cmd/kdelay-bench " + strings.Join(os.Args[1:], " ")
+	b.results.Revision = revision(ctx)
 	return b, nil
 }
 
@@ -140,11 +142,13 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 		return nil
 	}
 	var errs []error
-	for _, size := range b.o.sizes {
-		for _, sc := range []string{"baseline", "level", "wheel"} {
-			if err := step(sc, func() (*result, error) { return b.throughput(ctx, sc, size) }); err != nil {
-				errs = append(errs, err)
-				fmt.Fprintln(b.o.stderr, "error:", err)
+	for rep := range b.o.repeat {
+		for _, size := range b.o.sizes {
+			for _, sc := range []string{"baseline", "level", "wheel"} {
+				if err := step(sc, func() (*result, error) { return b.throughput(ctx, sc, size, rep) }); err != nil {
+					errs = append(errs, err)
+					fmt.Fprintln(b.o.stderr, "error:", err)
+				}
 			}
 		}
 	}
@@ -212,11 +216,14 @@ func (b *bench) lead(n, size int) time.Duration {
 }
 
 // throughput runs one of baseline, level and wheel with records of size.
-func (b *bench) throughput(ctx context.Context, scenario string, size int) (*result, error) {
+func (b *bench) throughput(ctx context.Context, scenario string, size, rep int) (*result, error) {
 	n := b.o.records
 	tag := fmt.Sprintf("%s-%d", scenario, size)
+	if rep > 0 {
+		tag += fmt.Sprintf("-r%d", rep+1)
+	}
 	nm := b.names(tag)
-	r := &result{Scenario: scenario, Size: size, Records: n, Partitions: b.o.partitions}
+	r := &result{Scenario: scenario, Size: size, Records: n, Partitions: b.o.partitions, Rep: rep + 1}
 	if scenario == "baseline" {
 		return b.baseline(ctx, r, nm)
 	}
@@ -311,6 +318,8 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		break
 	}
 	r.RelayPeakRSS = rp.peakRSS()
+	r.RelayPeakAnon = rp.peakAnon.Load()
+	r.RelayPeakFile = rp.peakFile.Load()
 }
 
 // baseline pre-produces n records to a source topic, then pipes them to
@@ -323,6 +332,9 @@ func (b *bench) baseline(ctx context.Context, r *result, nm names) (*result, err
 		return r, err
 	}
 	tag := fmt.Sprintf("baseline-%d", r.Size)
+	if r.Rep > 1 {
+		tag += fmt.Sprintf("-r%d", r.Rep)
+	}
 	took, err := b.produceLoad(ctx, tag, r.Records, r.Size, nil, "", func(i int, _ time.Time) recSpec {
 		return recSpec{plain: true, topic: src, partition: int32(i % k)}
 	})
@@ -440,6 +452,20 @@ func machineInfo() map[string]string {
 		f.Close()
 	}
 	return m
+}
+
+// revision is the git commit of the working tree, "+dirty" with local
+// changes (the relay is built from the working tree).
+func revision(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	rev := strings.TrimSpace(string(out))
+	if st, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		rev += "+dirty"
+	}
+	return rev
 }
 
 func loadAvg() string {

@@ -71,6 +71,7 @@ type options struct {
 	partitions      int // k: partitions per level, of the baseline source and of the targets
 	maxBatch        int
 	recoveryRecords int
+	repeat          int
 	recoveryLead    time.Duration
 	dueRate         int
 	dueSeconds      int
@@ -102,6 +103,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.kdelayBin, "kdelay", "", "prebuilt kdelay binary for --relay exec; default: go build ./cmd/kdelay into a temporary directory")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions per level (KDELAY_PARTITIONS_PER_LEVEL), of the baseline source topic and of the target topics")
 	fs.IntVar(&o.maxBatch, "batch", 4096, "records per poll of the baseline pipe (the relay's MaxBatch is 4096)")
+	fs.IntVar(&o.repeat, "repeat", 1, "run baseline, level and wheel this many times, interleaved; the summary takes medians")
 	fs.IntVar(&o.recoveryRecords, "recovery-records", 1_000_000, "records pending in the wheel at the restart")
 	fs.DurationVar(&o.recoveryLead, "recovery-lead", 0, "time from the start of the recovery pre-load to the first due time; default 30s + records/8000 s")
 	fs.IntVar(&o.dueRate, "due-rate", 10_000, "records coming due per second in the duerate scenario")
@@ -143,6 +145,9 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	}
 	if o.relayMode != "exec" && o.relayMode != "inproc" {
 		return nil, fmt.Errorf("invalid --relay %q: exec or inproc", o.relayMode)
+	}
+	if o.repeat < 1 {
+		return nil, fmt.Errorf("invalid --repeat %d", o.repeat)
 	}
 	if o.partitions < 1 {
 		return nil, fmt.Errorf("invalid --partitions %d", o.partitions)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,8 @@ type relayProc struct {
 
 	cmd     *exec.Cmd // exec mode
 	logFile *os.File
+
+	peakAnon, peakFile atomic.Int64 // sampled RssAnon and RssFile maxima, exec mode
 
 	cancel context.CancelFunc // inproc mode
 	done   chan error
@@ -112,7 +115,13 @@ func (b *bench) startRelay(ctx context.Context, name string, env relayEnv) (*rel
 		}
 		p.cmd = cmd
 		p.done = make(chan error, 1)
-		go func() { p.done <- cmd.Wait() }()
+		exited := make(chan struct{})
+		go func() {
+			err := cmd.Wait()
+			close(exited)
+			p.done <- err
+		}()
+		go p.sample(exited)
 	} else {
 		cfg, err := config.Load(full)
 		if err != nil {
@@ -200,6 +209,27 @@ func (p *relayProc) stop() (time.Duration, error) {
 	}
 	p.logFile.Close()
 	return time.Since(start), err
+}
+
+// sample records the maxima of RssAnon (the heap, stacks: the relay's own
+// memory) and RssFile (mapped files: the wheel's segments, reclaimable page
+// cache) every 50ms until the child exits. VmHWM is their peak sum.
+func (p *relayProc) sample(exited <-chan struct{}) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-exited:
+			return
+		case <-t.C:
+		}
+		if v := p.procStatus("RssAnon:"); v > p.peakAnon.Load() {
+			p.peakAnon.Store(v)
+		}
+		if v := p.procStatus("RssFile:"); v > p.peakFile.Load() {
+			p.peakFile.Store(v)
+		}
+	}
 }
 
 // peakRSS is the child's VmHWM in bytes; 0 for an in-process relay.

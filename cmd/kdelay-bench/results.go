@@ -14,6 +14,7 @@ import (
 // results is everything one run measured.
 type results struct {
 	Command    string            `json:"command"`
+	Revision   string            `json:"revision"`
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
 	Broker     string            `json:"broker"`
@@ -27,17 +28,18 @@ type results struct {
 // result is one scenario run.
 type result struct {
 	Scenario   string `json:"scenario"`
+	Rep        int    `json:"repetition,omitempty"`
 	Size       int    `json:"size_bytes"`
 	Records    int    `json:"records"`
 	Partitions int    `json:"partitions_per_level"`
 	Levels     string `json:"levels,omitempty"`
 	DueRate    int    `json:"due_rate_per_s,omitempty"`
 
-	Delivered    int     `json:"delivered"`
-	Duplicates   int     `json:"duplicates"`
-	Foreign      int     `json:"foreign_records,omitempty"`
-	Early        int     `json:"early"`
-	DrainRate    float64 `json:"drain_rate_per_s"` // (delivered-1) / (last - first target timestamp)
+	Delivered       int     `json:"delivered"`
+	Duplicates      int     `json:"duplicates"`
+	Foreign         int     `json:"foreign_records,omitempty"`
+	Early           int     `json:"early"`
+	DrainRate       float64 `json:"drain_rate_per_s"` // (delivered-1) / (last - first target timestamp)
 	RatioToBaseline float64 `json:"ratio_to_baseline,omitempty"`
 	// CompletionMs is the last delivery minus the first due time.
 	CompletionMs   float64 `json:"completion_ms,omitempty"`
@@ -56,7 +58,11 @@ type result struct {
 	Cascaded     int   `json:"cascaded,omitempty"`
 	DeadLettered int   `json:"dead_lettered,omitempty"`
 	PendingAtDue int   `json:"wheel_pending_at_due,omitempty"`
-	RelayPeakRSS int64 `json:"relay_peak_rss_bytes,omitempty"`
+	RelayPeakRSS int64 `json:"relay_peak_rss_bytes,omitempty"` // VmHWM
+	// Sampled every 50 ms: anonymous memory (heap, stacks) and file-backed
+	// pages (the wheel's memory-mapped segments).
+	RelayPeakAnon int64 `json:"relay_peak_rss_anon_bytes,omitempty"`
+	RelayPeakFile int64 `json:"relay_peak_rss_file_bytes,omitempty"`
 
 	BurstRecords      int     `json:"burst_records,omitempty"`
 	BurstDrainRate    float64 `json:"burst_drain_rate_per_s,omitempty"`
@@ -74,6 +80,8 @@ type recovery struct {
 	IngestSeconds             float64 `json:"preload_seconds"`
 	WheelBytes                int64   `json:"wheel_bytes_on_disk"`
 	RSSPending                int64   `json:"rss_with_pending_bytes"`
+	RSSAnonPending            int64   `json:"rss_anon_with_pending_bytes"`
+	RSSFilePending            int64   `json:"rss_file_with_pending_bytes"`
 	PeakRSSBeforeRestart      int64   `json:"peak_rss_before_restart_bytes"`
 	StopSeconds               float64 `json:"sigterm_to_exit_seconds"`
 	RestartToReadySeconds     float64 `json:"restart_to_ready_seconds"`
@@ -152,7 +160,66 @@ func (r *result) name() string {
 	case "recovery":
 		return "recovery"
 	}
+	if r.Rep > 1 {
+		return fmt.Sprintf("%s %s #%d", r.Scenario, sizeName(r.Size), r.Rep)
+	}
 	return fmt.Sprintf("%s %s", r.Scenario, sizeName(r.Size))
+}
+
+// medianRow is the median over the repetitions of one throughput run.
+type medianRow struct {
+	name                string
+	n                   int
+	rate, ratio         float64
+	p50, p99, p999, max float64
+	early, dups         int
+	rss, anon, file     int64
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medians(res *results) []medianRow {
+	var rows []medianRow
+	seen := map[string]bool{}
+	for _, r0 := range res.Results {
+		key := fmt.Sprintf("%s %s", r0.Scenario, sizeName(r0.Size))
+		if r0.Rep == 0 || seen[key] {
+			continue
+		}
+		seen[key] = true
+		row := medianRow{name: key}
+		var rate, ratio, p50, p99, p999, mx []float64
+		for _, r := range res.Results {
+			if r.Rep == 0 || r.Scenario != r0.Scenario || r.Size != r0.Size {
+				continue
+			}
+			row.n++
+			rate = append(rate, r.DrainRate)
+			if r.RatioToBaseline > 0 {
+				ratio = append(ratio, r.RatioToBaseline)
+			}
+			if l := r.Lateness; l != nil {
+				p50, p99, p999, mx = append(p50, l.P50), append(p99, l.P99), append(p999, l.P999), append(mx, l.Max)
+			}
+			row.early += r.Early
+			row.dups += r.Duplicates
+			row.rss, row.anon, row.file = max(row.rss, r.RelayPeakRSS), max(row.anon, r.RelayPeakAnon), max(row.file, r.RelayPeakFile)
+		}
+		row.rate, row.ratio = median(rate), median(ratio)
+		row.p50, row.p99, row.p999, row.max = median(p50), median(p99), median(p999), median(mx)
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func sizeName(n int) string {
@@ -203,12 +270,19 @@ func mb(b int64) string {
 	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
 }
 
+func rssCell(r *result) string {
+	if r.RelayPeakRSS == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s + %s)", mb(r.RelayPeakRSS), mb(r.RelayPeakAnon), mb(r.RelayPeakFile))
+}
+
 func markdown(res *results) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "## kdelay-bench %s\n\n", res.Started.Format(time.RFC3339))
-	fmt.Fprintf(&sb, "broker %s; relay %s; %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
-		res.Broker, res.Relay, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | lateness p50 | p99 | p99.9 | max | early | dups | via wheel / direct | relay peak RSS |\n")
+	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s; %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
+		res.Revision, res.Broker, res.Relay, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | lateness p50 | p99 | p99.9 | max | early | dups | via wheel / direct | relay peak RSS (anon + file) |\n")
 	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
 		ratio := "-"
@@ -229,7 +303,23 @@ func markdown(res *results) string {
 			rate = "-"
 		}
 		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n",
-			r.name(), r.Delivered, r.Records, rate, ratio, p50, p99, p999, mx, r.Early, r.Duplicates, paths, mb(r.RelayPeakRSS))
+			r.name(), r.Delivered, r.Records, rate, ratio, p50, p99, p999, mx, r.Early, r.Duplicates, paths, rssCell(r))
+	}
+	if rows := medians(res); len(rows) > 0 && rows[0].n > 1 {
+		fmt.Fprintf(&sb, "\nMedians over the repetitions (ratio: median of each repetition's ratio to the baseline of the same repetition; RSS: the largest):\n\n")
+		fmt.Fprintf(&sb, "| run | reps | rec/s | vs baseline | lateness p50 | p99 | p99.9 | max | early | dups | relay peak RSS (anon + file) |\n")
+		fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, m := range rows {
+			ratio, p50, p99, p999, mx, rss := "-", "-", "-", "-", "-", "-"
+			if m.ratio > 0 {
+				ratio = fmt.Sprintf("%.2fx", m.ratio)
+			}
+			if !strings.HasPrefix(m.name, "baseline") {
+				p50, p99, p999, mx = ms(m.p50), ms(m.p99), ms(m.p999), ms(m.max)
+				rss = fmt.Sprintf("%s (%s + %s)", mb(m.rss), mb(m.anon), mb(m.file))
+			}
+			fmt.Fprintf(&sb, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %d | %d | %s |\n", m.name, m.n, m.rate, ratio, p50, p99, p999, mx, m.early, m.dups, rss)
+		}
 	}
 	for _, r := range res.Results {
 		if r.Scenario == "shape" && r.BurstRecords > 0 {
@@ -237,8 +327,8 @@ func markdown(res *results) string {
 				r.name(), r.BurstRecords, r.BurstDrainRate, ms(r.BurstCompletionMs))
 		}
 		if rc := r.Recovery; rc != nil {
-			fmt.Fprintf(&sb, "\nrecovery: %d records pending in the wheel (%s on disk) after a %.0f s pre-load; relay RSS %s (peak %s); SIGTERM to exit %.2f s; restart to ready %.2f s; restart to first delivery %s (first due time to first delivery %s); %d entries recovered; peak RSS after restart %s\n",
-				rc.PendingAtStop, mb(rc.WheelBytes), rc.IngestSeconds, mb(rc.RSSPending), mb(rc.PeakRSSBeforeRestart), rc.StopSeconds,
+			fmt.Fprintf(&sb, "\nrecovery: %d records pending in the wheel (%s on disk) after a %.0f s pre-load; relay RSS %s (anon %s, file-backed %s; peak %s); SIGTERM to exit %.2f s; restart to ready %.2f s; restart to first delivery %s (first due time to first delivery %s); %d entries recovered; peak RSS after restart %s\n",
+				rc.PendingAtStop, mb(rc.WheelBytes), rc.IngestSeconds, mb(rc.RSSPending), mb(rc.RSSAnonPending), mb(rc.RSSFilePending), mb(rc.PeakRSSBeforeRestart), rc.StopSeconds,
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}

@@ -179,6 +179,8 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 	rec.IngestSeconds = time.Since(start).Seconds()
 	rec.PendingAtStop = pending
 	rec.RSSPending = a.rss()
+	rec.RSSAnonPending = a.procStatus("RssAnon:")
+	rec.RSSFilePending = a.procStatus("RssFile:")
 	rec.PeakRSSBeforeRestart = a.peakRSS()
 	rec.WheelBytes = dirSize(filepath.Join(nm.data, "wheel"))
 	if pending < n {
@@ -226,6 +228,8 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 	r.RelayPeakRSS = max(rec.PeakRSSBeforeRestart, rec.PeakRSSAfterRestart)
 	b.relayStats(r, bp)
 	r.RelayPeakRSS = max(rec.PeakRSSBeforeRestart, rec.PeakRSSAfterRestart)
+	r.RelayPeakAnon = max(r.RelayPeakAnon, a.peakAnon.Load())
+	r.RelayPeakFile = max(r.RelayPeakFile, a.peakFile.Load())
 	bp.stop()
 	if lb, err := os.ReadFile(filepath.Join(b.o.out, "relay-recovery-2.log")); err == nil {
 		if m := recoveredRe.FindSubmatch(lb); m != nil {
