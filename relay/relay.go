@@ -82,9 +82,11 @@ type Relay struct {
 	firstAsg bool // the first assignment has been taken up
 	resync   map[int32]int64
 
-	stopping atomic.Bool
-	stalled  atomic.Bool
-	joined   atomic.Bool
+	stopping  atomic.Bool
+	stalled   atomic.Bool
+	joined    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // partState is one owned partition of the delay topic.
@@ -225,15 +227,27 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stop()
 
 	err := r.loop(ctx, work)
-	r.stopping.Store(true)
-	r.m.ready.Set(0)
-	r.cl.Close() // leaves the group; onRevoked keeps the wheel while stopping
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cerr := r.wheel.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("relay: close wheel: %w", cerr)
+	if cerr := r.Close(); cerr != nil && err == nil {
+		err = cerr
 	}
 	return err
+}
+
+// Close leaves the group, closes the client and the wheel. Run calls it on
+// its way out; call it yourself only for a relay whose Run was never called.
+// It is safe to call more than once.
+func (r *Relay) Close() error {
+	r.closeOnce.Do(func() {
+		r.stopping.Store(true)
+		r.m.ready.Set(0)
+		r.cl.Close() // leaves the group; onRevoked keeps the wheel while stopping
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := r.wheel.Close(); err != nil {
+			r.closeErr = fmt.Errorf("relay: close wheel: %w", err)
+		}
+	})
+	return r.closeErr
 }
 
 func (r *Relay) loop(ctx, work context.Context) error {

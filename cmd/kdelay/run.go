@@ -54,9 +54,6 @@ the group, stop the HTTP server.`,
 			log.Info("kdelay starting", "version", version, "brokers", strings.Join(cfg.Brokers, ","),
 				"topic", cfg.Topic, "group", cfg.Group, "levels", cfg.Table().String(),
 				"partitions", cfg.Table().Partitions(), "data_dir", cfg.DataDir)
-			if err := checkTopicsWith(cmd.Context(), cfg, log); err != nil {
-				return err
-			}
 			sc, err := newSidecar(cfg, log)
 			if err != nil {
 				return err
@@ -66,6 +63,29 @@ the group, stop the HTTP server.`,
 	}
 	a.addSettings(cmd.Flags(), relaySettings)
 	return cmd
+}
+
+// waitForTopics checks the topics before the relay starts. While the
+// brokers cannot be reached it logs and retries with backoff (the process
+// stays up, /healthz 200 and /readyz 503), so a relay started before Kafka,
+// or while Kafka is down, waits instead of crash-looping. A missing or
+// mis-sized topic is an error at once: waiting would not fix it.
+func waitForTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	backoff := time.Second
+	for {
+		err := checkTopicsWith(ctx, cfg, log)
+		var le *layoutError
+		if err == nil || errors.As(err, &le) || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("cannot check the delay topic; retrying", "err", err, "retry_in", backoff.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }
 
 // checkTopicsWith runs checkTopics with a short-lived admin client.
@@ -167,6 +187,10 @@ func (s *sidecar) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		defer close(relayDone)
+		if err := waitForTopics(gctx, s.cfg, s.log); err != nil || gctx.Err() != nil {
+			s.relay.Close()
+			return err
+		}
 		err := s.relay.Run(gctx)
 		switch {
 		case err != nil:

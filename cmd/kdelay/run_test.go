@@ -364,3 +364,38 @@ func TestRunHTTPPortBusy(t *testing.T) {
 	mustCode(t, r, exitFailure)
 	mustContain(t, "stderr", r.stderr, "http: listen on "+ln.Addr().String()+" (KDELAY_HTTP_ADDR)", "address already in use")
 }
+
+// TestRunWaitsForBrokers: with no broker reachable, `kdelay run` does not
+// exit (no crash loop): it stays alive and not ready, logs that it retries,
+// and stops with exit 0 on SIGTERM.
+func TestRunWaitsForBrokers(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens here any more
+	env := testEnv(t, dead, "KDELAY_LOG_LEVEL", "info", "KDELAY_HTTP_ADDR", "127.0.0.1:0")
+	s := start(t, env, "run")
+	base := "http://" + s.httpAddr(t)
+	s.stderr.waitFor(t, 60*time.Second, "a retry log line", func(out string) bool {
+		return strings.Contains(out, "cannot check the delay topic; retrying")
+	})
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %q while waiting for the brokers", code, body)
+	}
+	if code, _ := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d while waiting for the brokers, want 503", code)
+	}
+	s.cancel()
+	select {
+	case code := <-s.done:
+		if code != exitOK {
+			t.Errorf("exit %d after SIGTERM while waiting, want 0; stderr:\n%s", code, s.stderr.String())
+		}
+		s.done <- code // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop within 20s of SIGTERM")
+	}
+}

@@ -236,19 +236,26 @@ func checkTopics(ctx context.Context, adm *kadm.Client, cfg config.Config) error
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create` (%d partitions: %d levels x %d)",
-			cfg.Topic, cfg.Table().Partitions(), cfg.Table().Levels(), cfg.Table().PerLevel())
+		return &layoutError{fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create` (%d partitions: %d levels x %d)",
+			cfg.Topic, cfg.Table().Partitions(), cfg.Table().Levels(), cfg.Table().PerLevel())}
 	}
 	if n != cfg.Table().Partitions() {
-		return mismatchError(cfg, n)
+		return &layoutError{mismatchError(cfg, n)}
 	}
 	if _, ok, err = partitionCount(ctx, adm, cfg.DLQTopic); err != nil {
 		return err
 	} else if !ok {
-		return fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic)
+		return &layoutError{fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic)}
 	}
 	return nil
 }
+
+// layoutError is a missing or mis-sized topic: an operator must act;
+// retrying does not help.
+type layoutError struct{ err error }
+
+func (e *layoutError) Error() string { return e.err.Error() }
+func (e *layoutError) Unwrap() error { return e.err }
 
 // newClient returns a plain client built from the configuration (no group,
 // no consumption), for admin requests.
