@@ -82,6 +82,7 @@ type options struct {
 	cpuProfile      string
 	progress        bool
 	wheelSync       string
+	replot          string
 	stderr          io.Writer
 	stdout          io.Writer
 }
@@ -114,6 +115,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 		isTerm = term.IsTerminal(int(f.Fd()))
 	}
 	fs.BoolVar(&o.progress, "progress", isTerm, "progress bars on stderr (default: when stderr is a terminal)")
+	fs.StringVar(&o.replot, "replot", "", "run nothing: merge these results.json files (comma list) into --out (results.json, results.md, lateness-cdf.svg)")
 	fs.StringVar(&o.wheelSync, "wheel-sync", "", "KDELAY_WHEEL_SYNC for the relay; default the relay's (batch)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -209,6 +211,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
+	}
+	if o.replot != "" {
+		res, err := mergeResults(strings.Split(o.replot, ","))
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, markdown(res))
+		return writeResults(o.out, res)
 	}
 	b, err := newBench(ctx, o)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -71,7 +72,8 @@ type result struct {
 	Recovery *recovery `json:"recovery,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
 
-	late []float64 // sorted lateness samples, ms, for the CDF
+	// CDF is the lateness CDF, downsampled: (lateness ms, fraction) points.
+	CDF [][2]float64 `json:"lateness_cdf,omitempty"`
 }
 
 // recovery is what the restart with a full wheel measured.
@@ -148,9 +150,32 @@ func (r *result) fill(recs []delivery, dups, bad int) {
 	}
 	slices.Sort(late)
 	slices.Sort(arr)
-	r.late = late
+	r.CDF = cdfPoints(late)
 	r.Lateness = summarize(late)
 	r.ArrivalLateness = summarize(arr)
+}
+
+// cdfPoints picks about 400 evenly ranked points of sorted, plus the tail
+// quantiles and the maximum.
+func cdfPoints(sorted []float64) [][2]float64 {
+	n := len(sorted)
+	if n == 0 {
+		return nil
+	}
+	idx := []int{0, n - 1}
+	for k := 0; k < n; k += max(n/400, 1) {
+		idx = append(idx, k)
+	}
+	for _, q := range []float64{0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999} {
+		idx = append(idx, min(int(q*float64(n)), n-1))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	pts := make([][2]float64, 0, len(idx))
+	for _, k := range idx {
+		pts = append(pts, [2]float64{sorted[k], float64(k+1) / float64(n)})
+	}
+	return pts
 }
 
 func (r *result) name() string {
@@ -334,6 +359,39 @@ func markdown(res *results) string {
 	}
 	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at.\n")
 	return sb.String()
+}
+
+// mergeResults reads results.json files and appends their results in
+// order; the header (machine, broker, command) is the first file's, the
+// commands and load averages of all are joined.
+func mergeResults(files []string) (*results, error) {
+	var out *results
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r results
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if out == nil {
+			out = &r
+			continue
+		}
+		out.Command += "; " + r.Command
+		out.LoadBefore += "; " + r.LoadBefore
+		out.LoadAfter += "; " + r.LoadAfter
+		out.Finished = r.Finished
+		if r.Revision != out.Revision {
+			out.Revision += ", " + r.Revision
+		}
+		out.Results = append(out.Results, r.Results...)
+	}
+	if out == nil {
+		return nil, errors.New("no results files")
+	}
+	return out, nil
 }
 
 func writeResults(dir string, res *results) error {
