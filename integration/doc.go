@@ -1,13 +1,34 @@
-// Package integration holds kdelay's end-to-end tests.
+// Package integration holds kdelay's end-to-end tests: they run the real
+// kdelay binary (built once per test binary from ./cmd/kdelay, with -race
+// when the tests have it) as child processes against a Kafka broker, and
+// check DESIGN.md §5's guarantees from outside, the way an operator sees
+// them: every record delivered, none early, duplicates counted.
 //
-// The tests talk to a Kafka broker chosen by the KDELAY_TEST_BROKERS
-// environment variable (a comma-separated list of host:port seeds). When it is
-// set, the tests run against that real broker — in CI, a single Apache Kafka
-// node started from the Maven-resolved jars by .ci/kafka.sh (see docs/ci.md).
-// When it is unset, tests that need a real broker skip, and scenario tests use
-// an in-process kfake cluster instead.
+// The broker, in this order:
 //
-// This change adds only the real-broker smoke tests (topic creation with 18
-// partitions, a produce/consume round trip with headers, and a broker
-// restart); a later change adds the delayed-delivery scenarios.
+//  1. KDELAY_TEST_BROKERS (comma-separated host:port seeds): a real
+//     cluster. In CI, one Apache Kafka node started from the
+//     Maven-resolved jars by .ci/kafka.sh (see docs/ci.md);
+//     KDELAY_KAFKA_CTL (.ci/kafka.sh) lets the broker-restart tests restart
+//     it.
+//  2. KDELAY_TEST_DOCKER=1: a pinned Kafka image started by
+//     testcontainers-go from the nested module integration/containers
+//     (its own go.mod keeps Docker dependencies out of the main module);
+//     skipped cleanly, falling back to 3, without a Docker engine.
+//  3. Otherwise an in-process kfake cluster started by TestMain; the
+//     relay children connect to its address.
+//
+// Each scenario creates its own delay, dead-letter and target topics and
+// consumer group (unique names), so all of them share one broker and run in
+// parallel; the broker-restart test runs alone. Relays are started with
+// KDELAY_* variables, a private data directory, an HTTP port polled on
+// /readyz, and JSON logs captured to a file whose tail is printed on
+// failure; they are stopped with SIGTERM (exit 0 expected) or SIGKILL.
+//
+// Every scenario reports, on one line and as a row of the markdown file
+// named by KDELAY_TEST_REPORT, the records sent, delivered, duplicated,
+// early (must be 0) and lost (must be 0), and the lateness p50/p99/max,
+// both as forwarded record timestamp − kdelay-due-at and as observed
+// arrival − kdelay-due-at. docs/integration.md lists the scenarios, how
+// to run each tier, and the figures of a real-broker run.
 package integration

@@ -1,0 +1,213 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// restartReady bounds how long a relay restarted after a kill -9 takes to
+// be ready: the group holds the killed member's partitions until its
+// session times out (franz-go's default, 45s), then rebalances.
+const restartReady = 150 * time.Second
+
+// spread returns n delays from lo to hi, in a scattered order.
+func spread(n int, lo, hi time.Duration) []time.Duration {
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		j := (i * 7919) % n
+		ds[i] = lo + time.Duration(int64(hi-lo)*int64(j)/int64(n))
+	}
+	return ds
+}
+
+// sendSpread sends len(ds) records named prefix-NNNN to target with the
+// delays ds, in bursts of burst records every gap.
+func (s *scenario) sendSpread(prefix, target string, ds []time.Duration, burst int, gap time.Duration) {
+	s.t.Helper()
+	for i := 0; i < len(ds); i += burst {
+		var recs []*kgo.Record
+		for j := i; j < min(i+burst, len(ds)); j++ {
+			recs = append(recs, s.stamped(fmt.Sprintf("%s-%04d", prefix, j), levels.Delay{Target: target, Delay: ds[j]}))
+		}
+		s.send(recs...)
+		if i+burst < len(ds) {
+			time.Sleep(gap) // pacing the producer, not waiting for a condition
+		}
+	}
+}
+
+// waitArrived waits until at least frac of keys have arrived.
+func (s *scenario) waitArrived(keys []string, frac float64, timeout time.Duration, relays ...*relayProc) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	want := int(frac * float64(len(keys)))
+	for s.obs.arrived(keys) < want {
+		for _, p := range relays {
+			p.checkAlive()
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("only %d of %d records arrived within %s", s.obs.arrived(keys), len(keys), timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKill9Restart: the relay is killed with SIGKILL while it forwards a
+// steady stream, and restarted on the same data directory. Nothing is
+// lost, nothing early; the duplicates are at most the one batch that was
+// in flight at the kill: every duplicated record was first forwarded
+// before the kill, within one short window.
+func TestKill9Restart(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, "kill9", scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}})
+	r1 := s.startRelay("", 90*time.Second)
+	s.sendSpread("k", s.target("orders"), spread(1000, time.Second, 8*time.Second), 100, 300*time.Millisecond)
+	keys := s.sentKeys("k-")
+	s.waitArrived(keys, 0.35, time.Minute, r1)
+
+	r1.kill()
+	killedAt := time.Now()
+	arrivedAtKill := s.obs.arrived(keys)
+	t.Logf("killed the relay with %d of %d records delivered", arrivedAtKill, len(keys))
+	r2 := s.startRelay(r1.dataDir, restartReady)
+	s.await(keys, s.lastDue(keys).Add(restartReady), r2)
+	f := s.check(t, "kill -9 of the relay, restart on the same data dir", keys, -1)
+
+	// One batch in flight: the first copies of the duplicated records were
+	// all forwarded before the kill, close together.
+	var first []time.Time
+	for _, k := range f.dupKeys {
+		a := s.obs.arrivals(k)
+		if a[0].ts.After(killedAt) {
+			t.Errorf("%s: duplicated, but its first copy was forwarded after the kill", k)
+		}
+		first = append(first, a[0].ts)
+	}
+	if len(first) > 0 {
+		spreadOf := slices.MaxFunc(first, time.Time.Compare).Sub(slices.MinFunc(first, time.Time.Compare))
+		t.Logf("duplicates after kill -9: %d records, first copies forwarded within %s, %s before the kill",
+			f.duplicated, spreadOf, killedAt.Sub(slices.MaxFunc(first, time.Time.Compare)).Round(time.Millisecond))
+		if spreadOf > time.Second {
+			t.Errorf("duplicated records were first forwarded over %s: more than the one batch in flight", spreadOf)
+		}
+	} else {
+		t.Logf("duplicates after kill -9: 0")
+	}
+	r2.stop()
+}
+
+// TestDataDirWiped: the relay stops (SIGTERM) with records resting in its
+// wheel, its data directory is deleted, and it starts again on an empty
+// one: the wheel's records are re-read from Kafka, since commits never
+// passed them. Nothing lost, nothing early; duplicates (records forwarded
+// past a wheel entry that held the commit back) are reported.
+func TestDataDirWiped(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, "wiped", scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}})
+	r1 := s.startRelay("", 90*time.Second)
+	s.sendSpread("w", s.target("orders"), spread(600, time.Second, 12*time.Second), 200, 300*time.Millisecond)
+	keys := s.sentKeys("w-")
+	s.waitArrived(keys, 0.3, time.Minute, r1)
+	pending := r1.metric("kdelay_wheel_pending_entries")
+	r1.stop()
+
+	var files int
+	_ = filepath.WalkDir(r1.dataDir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files++
+		}
+		return nil
+	})
+	if err := os.RemoveAll(r1.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wiped %s (%d files; %v records were pending in the wheel) with %d of %d records delivered",
+		r1.dataDir, files, pending, s.obs.arrived(keys), len(keys))
+	if pending <= 0 {
+		t.Errorf("no records pending in the wheel when it was wiped: the scenario tests nothing")
+	}
+	r2 := s.startRelay(r1.dataDir, 90*time.Second)
+	s.await(keys, s.lastDue(keys).Add(90*time.Second), r2)
+	s.check(t, "data dir wiped between runs", keys, -1)
+	r2.stop()
+}
+
+// TestRebalanceTwoRelays: two relays share the delay topic (levels
+// "1s 2s 4s 8s", 2 partitions per level): the second one joins while
+// records are pending (rebalance), then is killed with SIGKILL; the first
+// takes over its partitions once the group drops it. Nothing lost,
+// nothing early.
+func TestRebalanceTwoRelays(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, "rebalance", scenarioOpts{levels: "1s 2s 4s 8s", perLevel: 2, targets: map[string]int32{"orders": 3}})
+	target := s.target("orders")
+	a := s.startRelay("", 90*time.Second)
+	s.sendSpread("r1", target, spread(400, 2*time.Second, 12*time.Second), 200, 200*time.Millisecond)
+
+	b := s.startRelay("", 90*time.Second)
+	waitFor(t, time.Minute, "both relays own partitions", func() bool {
+		na, nb := a.metric("kdelay_assigned_partitions"), b.metric("kdelay_assigned_partitions")
+		return na > 0 && nb > 0 && na+nb == float64(s.tab.Partitions())
+	}, a, b)
+	t.Logf("after the join: relay1 owns %v partitions, relay2 %v", a.metric("kdelay_assigned_partitions"), b.metric("kdelay_assigned_partitions"))
+	s.sendSpread("r2", target, spread(400, time.Second, 8*time.Second), 200, 200*time.Millisecond)
+	keys := append(s.sentKeys("r1-"), s.sentKeys("r2-")...)
+	s.waitArrived(keys, 0.4, time.Minute, a, b)
+
+	b.kill()
+	t.Logf("killed relay2 with %d of %d records delivered", s.obs.arrived(keys), len(keys))
+	s.await(keys, s.lastDue(keys).Add(restartReady), a)
+	s.check(t, "two relays, join + kill -9 of one (rebalances)", keys, -1)
+	if n := a.metric("kdelay_assigned_partitions"); n != float64(s.tab.Partitions()) {
+		t.Errorf("relay1 owns %v partitions after relay2 died, want all %d", n, s.tab.Partitions())
+	}
+	a.stop()
+}
+
+// TestBrokerRestartMidRun (real broker only): the broker is restarted
+// (.ci/kafka.sh restart: SIGTERM, same data, same port) while the relay
+// forwards; more records are sent once it is back. Nothing lost, nothing
+// early, and the relay still stops cleanly. Not parallel: it takes the
+// broker away from everyone.
+func TestBrokerRestartMidRun(t *testing.T) {
+	requireCtl(t)
+	s := newScenario(t, "brokerrestart", scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}})
+	target := s.target("orders")
+	r := s.startRelay("", 90*time.Second)
+	s.sendSpread("b1", target, spread(500, time.Second, 10*time.Second), 250, 200*time.Millisecond)
+	keys := s.sentKeys("b1-")
+	s.waitArrived(keys, 0.1, time.Minute, r)
+
+	t.Logf("restarting the broker with %d of %d records delivered", s.obs.arrived(keys), len(keys))
+	restartBroker(testContext(t, 3*time.Minute), t, suite.ctl)
+	r.checkAlive()
+	s.sendSpread("b2", target, spread(200, time.Second, 4*time.Second), 100, 200*time.Millisecond)
+	keys = append(keys, s.sentKeys("b2-")...)
+	s.await(keys, s.lastDue(keys).Add(2*time.Minute), r)
+	s.check(t, "broker restarted mid-run", keys, -1)
+	r.stop()
+}
+
+// waitFor polls cond until it holds, failing the test after timeout; the
+// relays must stay alive meanwhile.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, relays ...*relayProc) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		for _, p := range relays {
+			p.checkAlive()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
