@@ -359,13 +359,15 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 	return wake
 }
 
-// updatePauses pauses partitions whose head waits and resumes those whose
-// queue drained, so that memory holds at most the polled records of each
-// partition.
+// updatePauses pauses a partition while its head waits for its level time,
+// or while its queue holds more than queueCap records, and resumes it
+// otherwise. A partition being drained stays fetching, so the next batch is
+// usually buffered by the time the loop polls again; memory holds at most
+// queueCap records plus one fetch per partition.
 func (r *Relay) updatePauses() {
 	var pause, resume []int32
 	for p, ps := range r.parts {
-		switch want := len(ps.queue) > 0; {
+		switch want := !ps.waitFor.IsZero() || len(ps.queue) >= r.queueCap(); {
 		case want && !ps.paused:
 			pause = append(pause, p)
 			ps.paused = true
@@ -381,6 +383,9 @@ func (r *Relay) updatePauses() {
 		r.cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: resume})
 	}
 }
+
+// queueCap bounds the records held per partition before it is paused.
+func (r *Relay) queueCap() int { return 2 * r.maxBatch }
 
 func (r *Relay) updateGauges() {
 	paused := 0
