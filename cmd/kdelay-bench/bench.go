@@ -315,6 +315,7 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		r.Direct = int(sumWhere(m, "kdelay_records_forwarded_total", `path="direct"`))
 		r.DeadLettered = int(m["kdelay_records_dead_lettered_total"])
 		r.Cascaded = int(m["kdelay_records_cascaded_total"])
+		r.RelayHeapInuse = int64(m["go_memstats_heap_inuse_bytes"])
 		break
 	}
 	r.RelayPeakRSS = rp.peakRSS()

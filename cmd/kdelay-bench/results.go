@@ -64,6 +64,8 @@ type result struct {
 	// pages (the wheel's memory-mapped segments).
 	RelayPeakAnon int64 `json:"relay_peak_rss_anon_bytes,omitempty"`
 	RelayPeakFile int64 `json:"relay_peak_rss_file_bytes,omitempty"`
+	// RelayHeapInuse is the relay's go_memstats_heap_inuse_bytes at the end.
+	RelayHeapInuse int64 `json:"relay_heap_inuse_bytes_at_end,omitempty"`
 
 	BurstRecords      int     `json:"burst_records,omitempty"`
 	BurstDrainRate    float64 `json:"burst_drain_rate_per_s,omitempty"`
@@ -84,6 +86,7 @@ type recovery struct {
 	RSSPending                int64   `json:"rss_with_pending_bytes"`
 	RSSAnonPending            int64   `json:"rss_anon_with_pending_bytes"`
 	RSSFilePending            int64   `json:"rss_file_with_pending_bytes"`
+	HeapInusePending          int64   `json:"heap_inuse_with_pending_bytes"`
 	PeakRSSBeforeRestart      int64   `json:"peak_rss_before_restart_bytes"`
 	StopSeconds               float64 `json:"sigterm_to_exit_seconds"`
 	RestartToReadySeconds     float64 `json:"restart_to_ready_seconds"`
@@ -352,8 +355,8 @@ func markdown(res *results) string {
 				r.name(), r.BurstRecords, r.BurstDrainRate, ms(r.BurstCompletionMs))
 		}
 		if rc := r.Recovery; rc != nil {
-			fmt.Fprintf(&sb, "\nrecovery: %d records pending in the wheel (%s on disk) after a %.0f s pre-load; relay RSS %s (anon %s, file-backed %s; peak %s); SIGTERM to exit %.2f s; restart to ready %.2f s; restart to first delivery %s (first due time to first delivery %s); %d entries recovered; peak RSS after restart %s\n",
-				rc.PendingAtStop, mb(rc.WheelBytes), rc.IngestSeconds, mb(rc.RSSPending), mb(rc.RSSAnonPending), mb(rc.RSSFilePending), mb(rc.PeakRSSBeforeRestart), rc.StopSeconds,
+			fmt.Fprintf(&sb, "\nrecovery: %d records pending in the wheel (%s on disk) after a %.0f s pre-load; relay RSS %s (anon %s, file-backed %s; peak %s; Go heap in use %s); SIGTERM to exit %.2f s; restart to ready %.2f s; restart to first delivery %s (first due time to first delivery %s); %d entries recovered; peak RSS after restart %s\n",
+				rc.PendingAtStop, mb(rc.WheelBytes), rc.IngestSeconds, mb(rc.RSSPending), mb(rc.RSSAnonPending), mb(rc.RSSFilePending), mb(rc.PeakRSSBeforeRestart), mb(rc.HeapInusePending), rc.StopSeconds,
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}

@@ -168,6 +168,7 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 		m, err := a.metrics()
 		if err == nil {
 			pending = int(m["kdelay_wheel_pending_entries"])
+			rec.HeapInusePending = int64(m["go_memstats_heap_inuse_bytes"])
 			bar.Set(pending)
 			if pending >= n {
 				break
