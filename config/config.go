@@ -87,6 +87,19 @@ type Config struct {
 	// FetchMaxWait, KDELAY_FETCH_MAX_WAIT, bounds how long a fetch waits for
 	// data, and so how late a resumed partition is read; default 100ms.
 	FetchMaxWait time.Duration `env:"FETCH_MAX_WAIT" envDefault:"100ms"`
+	// InstanceID, KDELAY_INSTANCE_ID, turns on static group membership
+	// (KIP-345): a stable ID per relay, such as the StatefulSet pod name. A
+	// relay restarted with the same ID gets its partitions back at once,
+	// without a rebalance, and a clean shutdown does not leave the group (its
+	// partitions wait for it up to the session timeout). Default: none
+	// (dynamic membership).
+	InstanceID string `env:"INSTANCE_ID"`
+	// SessionTimeout, KDELAY_SESSION_TIMEOUT: how long the group waits for a
+	// relay that stopped heartbeating (killed, cut off) before its
+	// partitions move to another relay, and so how late their records can
+	// be after a crash; default 10s (Kafka's is 45s). The broker bounds it
+	// with group.min/max.session.timeout.ms (6s..30m by default).
+	SessionTimeout time.Duration `env:"SESSION_TIMEOUT" envDefault:"10s"`
 	// TargetMissingTimeout, KDELAY_TARGET_MISSING_TIMEOUT: how long a
 	// missing target topic is retried before the record is dead-lettered;
 	// default 30s.
@@ -284,6 +297,9 @@ func (c *Config) validate() []error {
 	}
 	if c.FetchMaxWait <= 0 || c.FetchMaxWait > time.Minute {
 		bad("FETCH_MAX_WAIT", c.FetchMaxWait, "must be in (0, 1m]")
+	}
+	if c.SessionTimeout < time.Second || c.SessionTimeout > 30*time.Minute {
+		bad("SESSION_TIMEOUT", c.SessionTimeout, "must be in [1s, 30m]")
 	}
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")

@@ -157,6 +157,7 @@ func New(opts Options) (*Relay, error) {
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
@@ -169,6 +170,9 @@ func New(opts Options) (*Relay, error) {
 		kgo.MetadataMinAge(500*time.Millisecond),
 		kgo.WithHooks(kprom.NewMetrics("kdelay_kafka", kprom.Registerer(reg))),
 	)
+	if cfg.InstanceID != "" {
+		kopts = append(kopts, kgo.InstanceID(cfg.InstanceID))
+	}
 	kopts = append(kopts, opts.KafkaOpts...)
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {

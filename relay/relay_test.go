@@ -417,3 +417,24 @@ func TestProduceFaults(t *testing.T) {
 		t.Errorf("%d injected produce failures left unused", failProduce)
 	}
 }
+
+// TestStaticMembership: with KDELAY_INSTANCE_ID a stopped relay does not
+// leave the group, and its successor with the same ID takes the partitions
+// over without waiting for a session timeout. Everything arrives once.
+func TestStaticMembership(t *testing.T) {
+	h := newHarness(t, map[string]string{"KDELAY_INSTANCE_ID": "relay-0", "KDELAY_SESSION_TIMEOUT": "30s"}, "orders")
+	rr := h.start(nil)
+	rr.waitReady(t)
+	keys := keysOf("sm", 100)
+	for i, k := range keys {
+		h.send(k, levels.Delay{Target: "orders", Delay: time.Duration(i%20) * 100 * time.Millisecond})
+	}
+	h.collect(20*time.Second, func(got map[string][]received) bool { return len(got) >= 30 }, "orders")
+	rr.stop(t)
+	restarted := time.Now()
+	next := h.start(nil)
+	next.waitReady(t)
+	t.Logf("successor ready %s after the restart (session timeout 30s)", time.Since(restarted).Round(time.Millisecond))
+	got := h.collect(40*time.Second, allKeys(keys...), "orders")
+	h.report(got, keys, 0)
+}

@@ -50,6 +50,8 @@ var relaySettings = []setting{
 	{"wheel-horizon", "WHEEL_HORIZON", "duration", "longest wait the local wheel takes; longer ones cascade (default: largest gap between levels)"},
 	{"wheel-sync", "WHEEL_SYNC", "string", "wheel fsync policy: batch, interval or none"},
 	{"fetch-max-wait", "FETCH_MAX_WAIT", "duration", "how long a fetch waits for data"},
+	{"instance-id", "INSTANCE_ID", "string", "static group membership: a stable ID per relay (e.g. the pod name); a restarted relay takes its partitions back without a rebalance"},
+	{"session-timeout", "SESSION_TIMEOUT", "duration", "how long the group waits for a relay that stopped heartbeating before moving its partitions"},
 	{"target-allow", "TARGET_ALLOW", "strings", "glob patterns of allowed target topics, comma-separated (default: all)"},
 	{"target-deny", "TARGET_DENY", "strings", "glob patterns of denied target topics, comma-separated"},
 	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
