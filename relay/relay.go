@@ -165,6 +165,9 @@ func New(opts Options) (*Relay, error) {
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(30*time.Second),
+		// Each batch is produced at once and waited for: lingering only
+		// adds latency (franz-go's default is 10ms).
+		kgo.ProducerLinger(0),
 		// A leader change costs one metadata refresh; franz-go's default
 		// floor of 5s between refreshes would make every record late by 5s.
 		kgo.MetadataMinAge(500*time.Millisecond),
