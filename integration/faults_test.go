@@ -14,9 +14,10 @@ import (
 )
 
 // restartReady bounds how long a relay restarted after a kill -9 takes to
-// be ready: the group holds the killed member's partitions until its
-// session times out (franz-go's default, 45s), then rebalances.
-const restartReady = 150 * time.Second
+// be ready: without static membership the group holds the killed member's
+// partitions until its session times out (KDELAY_SESSION_TIMEOUT, default
+// 10s), then rebalances.
+const restartReady = 2 * time.Minute
 
 // spread returns n delays from lo to hi, in a scattered order.
 func spread(n int, lo, hi time.Duration) []time.Duration {
@@ -61,28 +62,54 @@ func (s *scenario) waitArrived(keys []string, frac float64, timeout time.Duratio
 }
 
 // TestKill9Restart: the relay is killed with SIGKILL while it forwards a
-// steady stream, and restarted on the same data directory. Nothing is
-// lost, nothing early; the duplicates are at most the one batch that was
-// in flight at the kill: every duplicated record was first forwarded
-// before the kill, within one short window.
+// steady stream, and restarted on the same data directory; the group gives
+// its partitions to the new process once the killed one's session times
+// out. Nothing is lost, nothing early; the duplicates are at most the one
+// batch that was in flight at the kill.
 func TestKill9Restart(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, "kill9", scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}})
+	killAndRestart(t, "kill9", nil, "kill -9 of the relay, restart on the same data dir")
+}
+
+// TestKill9RestartStatic: the same with static group membership
+// (KDELAY_INSTANCE_ID): the restarted relay, with the same instance ID,
+// takes the partitions back at once, without waiting for the session
+// timeout.
+func TestKill9RestartStatic(t *testing.T) {
+	t.Parallel()
+	ready := killAndRestart(t, "kill9static", map[string]string{"KDELAY_INSTANCE_ID": "relay-0"},
+		"kill -9 and restart, static membership (KDELAY_INSTANCE_ID)")
+	if limit := 8 * time.Second; ready > limit {
+		t.Errorf("restarted relay with the same instance ID ready after %s, want under %s (no wait for the session timeout)", ready, limit)
+	}
+}
+
+// killAndRestart runs the kill -9 scenario and returns how long the
+// restarted relay took to be ready. Duplicates must be one batch: every
+// duplicated record was first forwarded before the kill, all within one
+// short window.
+func killAndRestart(t *testing.T, name string, vars map[string]string, label string) time.Duration {
+	s := newScenario(t, name, scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}, vars: vars})
 	r1 := s.startRelay("", 90*time.Second)
+	// Kill right after the observer sees the 350th record: its batch may
+	// not be committed yet, so the kill is likely to land in flight.
+	killNow := s.obs.seen(350)
 	s.sendSpread("k", s.target("orders"), spread(1000, time.Second, 8*time.Second), 100, 300*time.Millisecond)
 	keys := s.sentKeys("k-")
-	s.waitArrived(keys, 0.35, time.Minute, r1)
-
+	select {
+	case <-killNow:
+	case <-time.After(time.Minute):
+		r1.checkAlive()
+		t.Fatalf("only %d of %d records arrived within a minute", s.obs.arrived(keys), len(keys))
+	}
 	r1.kill()
 	killedAt := time.Now()
-	arrivedAtKill := s.obs.arrived(keys)
-	t.Logf("killed the relay with %d of %d records delivered", arrivedAtKill, len(keys))
+	t.Logf("killed the relay with %d of %d records delivered", s.obs.arrived(keys), len(keys))
 	r2 := s.startRelay(r1.dataDir, restartReady)
+	ready := time.Since(killedAt)
 	s.await(keys, s.lastDue(keys).Add(restartReady), r2)
-	f := s.check(t, "kill -9 of the relay, restart on the same data dir", keys, -1)
+	f := s.check(t, label, keys, -1)
 
-	// One batch in flight: the first copies of the duplicated records were
-	// all forwarded before the kill, close together.
 	var first []time.Time
 	for _, k := range f.dupKeys {
 		a := s.obs.arrivals(k)
@@ -92,16 +119,19 @@ func TestKill9Restart(t *testing.T) {
 		first = append(first, a[0].ts)
 	}
 	if len(first) > 0 {
-		spreadOf := slices.MaxFunc(first, time.Time.Compare).Sub(slices.MinFunc(first, time.Time.Compare))
+		last := slices.MaxFunc(first, time.Time.Compare)
+		window := last.Sub(slices.MinFunc(first, time.Time.Compare))
 		t.Logf("duplicates after kill -9: %d records, first copies forwarded within %s, %s before the kill",
-			f.duplicated, spreadOf, killedAt.Sub(slices.MaxFunc(first, time.Time.Compare)).Round(time.Millisecond))
-		if spreadOf > time.Second {
-			t.Errorf("duplicated records were first forwarded over %s: more than the one batch in flight", spreadOf)
+			f.duplicated, window, killedAt.Sub(last).Round(time.Millisecond))
+		if window > time.Second {
+			t.Errorf("duplicated records were first forwarded over %s: more than the one batch in flight", window)
 		}
 	} else {
 		t.Logf("duplicates after kill -9: 0")
 	}
+	t.Logf("restarted relay ready %s after the kill", ready.Round(time.Millisecond))
 	r2.stop()
+	return ready
 }
 
 // TestDataDirWiped: the relay stops (SIGTERM) with records resting in its

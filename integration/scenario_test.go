@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -421,9 +422,17 @@ type observer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu   sync.Mutex
-	got  map[string][]arrival
-	next map[string]map[int32]int64 // topic -> partition -> offset after the last record seen
+	mu       sync.Mutex
+	got      map[string][]arrival
+	next     map[string]map[int32]int64 // topic -> partition -> offset after the last record seen
+	distinct int                        // keys seen at least once
+	watchers []watcher
+}
+
+// watcher is closed once the observer has seen n distinct keys.
+type watcher struct {
+	n  int
+	ch chan struct{}
 }
 
 // arrival is one record seen by the observer.
@@ -468,17 +477,43 @@ func startObserver(t *testing.T, topics ...string) *observer {
 						a.errText = string(h.Value)
 					}
 				}
+				if len(o.got[string(r.Key)]) == 0 {
+					o.distinct++
+				}
 				o.got[string(r.Key)] = append(o.got[string(r.Key)], a)
 				if o.next[r.Topic] == nil {
 					o.next[r.Topic] = make(map[int32]int64)
 				}
 				o.next[r.Topic][r.Partition] = r.Offset + 1
 			})
+			o.watchers = slices.DeleteFunc(o.watchers, func(w watcher) bool {
+				if o.distinct >= w.n {
+					close(w.ch)
+					return true
+				}
+				return false
+			})
 			o.mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-o.done })
 	return o
+}
+
+// seen returns a channel closed as soon as the observer has seen n
+// distinct keys: right after the poll that brought the n-th one, so a test
+// can act (kill a relay) while the batch that forwarded it may still be
+// uncommitted.
+func (o *observer) seen(n int) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := watcher{n: n, ch: make(chan struct{})}
+	if o.distinct >= n {
+		close(w.ch)
+	} else {
+		o.watchers = append(o.watchers, w)
+	}
+	return w.ch
 }
 
 // missing counts the keys not seen yet.
