@@ -80,6 +80,7 @@ type options struct {
 	margin          time.Duration // extra lead before the first due time
 	watch           time.Duration // how long deliveries are watched after the restart
 	cpuProfile      string
+	memProfile      string
 	progress        bool
 	wheelSync       string
 	replot          string
@@ -114,6 +115,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	if f, ok := stderr.(*os.File); ok {
 		isTerm = term.IsTerminal(int(f.Fd()))
 	}
+	fs.StringVar(&o.memProfile, "memprofile", "", "with --relay inproc: heap profiles of this process when the recovery pre-load is all pending (FILE) and after the restart (FILE.restart)")
 	fs.BoolVar(&o.progress, "progress", isTerm, "progress bars on stderr (default: when stderr is a terminal)")
 	fs.StringVar(&o.replot, "replot", "", "run nothing: merge these results.json files (comma list) into --out (results.json, results.md, lateness-cdf.svg)")
 	fs.StringVar(&o.wheelSync, "wheel-sync", "", "KDELAY_WHEEL_SYNC for the relay; default the relay's (batch)")

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -177,6 +179,7 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	bar.Finish()
+	b.heapProfile("")
 	rec.IngestSeconds = time.Since(start).Seconds()
 	rec.PendingAtStop = pending
 	rec.RSSPending = a.rss()
@@ -222,6 +225,7 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(b.o.watch) // deliveries after the restart, for their lateness
+	b.heapProfile(".restart")
 	if m, err := bp.metrics(); err == nil {
 		rec.PendingAfterRestart = int(m["kdelay_wheel_pending_entries"])
 	}
@@ -251,6 +255,23 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 	rec.RestartToFirstDeliveryMs = float64(firstMs - restart.UnixMilli())
 	rec.FirstDueToFirstDeliveryMs = float64(firstMs - first.UnixMilli())
 	return r, nil
+}
+
+// heapProfile writes a heap profile (after a GC) to --memprofile+suffix.
+func (b *bench) heapProfile(suffix string) {
+	if b.o.memProfile == "" {
+		return
+	}
+	f, err := os.Create(b.o.memProfile + suffix)
+	if err != nil {
+		fmt.Fprintln(b.o.stderr, "memprofile:", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		fmt.Fprintln(b.o.stderr, "memprofile:", err)
+	}
 }
 
 func dirSize(dir string) int64 {
