@@ -524,10 +524,15 @@ func checkTopicJob(t *testing.T, m *manifests, sts *appsv1.StatefulSet, runC *co
 		t.Errorf("Job restartPolicy = %q", pod.RestartPolicy)
 	}
 	// Same configuration as the sidecar, but for the relay's own group
-	// member ID (the pod name), which the Job has no use for.
-	runEnv := slices.DeleteFunc(slices.Clone(runC.Env), func(e corev1.EnvVar) bool { return e.Name == "KDELAY_INSTANCE_ID" })
-	if len(runEnv) == len(runC.Env) {
-		t.Error("StatefulSet env lacks KDELAY_INSTANCE_ID (static membership from the pod name)")
+	// member ID (the pod name) and its Go memory limit (from the container's
+	// limit), which the Job has no use for.
+	runEnv := slices.DeleteFunc(slices.Clone(runC.Env), func(e corev1.EnvVar) bool {
+		return e.Name == "KDELAY_INSTANCE_ID" || e.Name == "GOMEMLIMIT"
+	})
+	if !slices.ContainsFunc(runC.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "KDELAY_INSTANCE_ID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+	}) {
+		t.Error("StatefulSet env lacks KDELAY_INSTANCE_ID from metadata.name (static membership)")
 	}
 	if !slices.EqualFunc(c.Env, runEnv, func(a, b corev1.EnvVar) bool { return a.String() == b.String() }) {
 		t.Errorf("Job env differs from the StatefulSet env:\n%v\n%v", c.Env, runC.Env)
