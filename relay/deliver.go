@@ -48,9 +48,12 @@ type item struct {
 }
 
 // collect takes what can go at now: the wheel's expired entries first, then
-// the ready heads of every partition queue, up to maxBatch items.
-func (r *Relay) collect(now time.Time) []*item {
-	var b []*item
+// the ready heads of every partition queue, up to maxBatch items. Each item
+// with something to produce is handed to the producer at once, so the
+// produce round trip overlaps with deciding the rest; started is done when
+// every first attempt has its outcome.
+func (r *Relay) collect(ctx context.Context, now time.Time) (b []*item, started *sync.WaitGroup) {
+	started = new(sync.WaitGroup)
 	if r.firstAsg {
 		var bad []*partState
 		_, err := r.wheel.Expire(now.UnixMilli(), r.maxBatch, func(e wheel.Entry) {
@@ -69,6 +72,9 @@ func (r *Relay) collect(now time.Time) []*item {
 		}
 		if len(bad) > 0 {
 			b = slices.DeleteFunc(b, func(it *item) bool { return slices.Contains(bad, r.parts[it.part]) })
+		}
+		for _, it := range b {
+			r.startProduce(ctx, started, it)
 		}
 	}
 	for _, ps := range r.parts {
@@ -106,13 +112,16 @@ func (r *Relay) collect(now time.Time) []*item {
 				it.kind, it.reason, it.detail = kDead, d.reason, d.detail
 				it.out = r.deadLetterRecord(rec, ps.p, rec.Offset, d.detail)
 			}
+			if it.out != nil {
+				r.startProduce(ctx, started, it)
+			}
 			b = append(b, it)
 		}
 		if len(ps.queue) == 0 {
 			ps.queue = nil // let the backing array go
 		}
 	}
-	return b
+	return b, started
 }
 
 // fromWheel turns a fired wheel entry into a forward. It returns nil, true
@@ -189,30 +198,36 @@ func (r *Relay) deadLetterRecord(rec *kgo.Record, p int32, off int64, reason str
 	}
 }
 
-// deliver produces every item of b that has something to produce and waits
-// until each one is acked. Retriable errors are retried with backoff for as
-// long as it takes; records the target refuses for good (too large, missing
-// beyond the timeout, bad partition) are dead-lettered instead. It returns
-// an error only when ctx ends first.
-func (r *Relay) deliver(ctx context.Context, b []*item) error {
+// deliver waits for the first produce attempt of every item of b, started
+// by collect as each item was decided, and produces the failed ones again.
+// Retriable errors are retried with backoff for as long as it takes;
+// records the target refuses for good (too large, missing beyond the
+// timeout, bad partition) are dead-lettered instead. It returns an error
+// only when ctx ends first.
+func (r *Relay) deliver(ctx context.Context, b []*item, started *sync.WaitGroup) error {
+	started.Wait()
 	var send []*item
 	for _, it := range b {
-		if it.out != nil {
+		if it.out == nil || it.err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if r.failed(it) {
 			send = append(send, it)
 		}
 	}
 	backoff := 100 * time.Millisecond
-	for attempt := 0; len(send) > 0; attempt++ {
-		if attempt > 0 {
-			r.stalled.Store(true)
-			r.m.ready.Set(0)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
+	for len(send) > 0 {
+		r.stalled.Store(true)
+		r.m.ready.Set(0)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, 5*time.Second)
 		r.produce(ctx, send)
 		var retry []*item
 		for _, it := range send {
@@ -232,32 +247,35 @@ func (r *Relay) deliver(ctx context.Context, b []*item) error {
 	return nil
 }
 
+// startProduce hands one item to the producer; its outcome lands in the
+// item when wg is done.
+func (r *Relay) startProduce(ctx context.Context, wg *sync.WaitGroup, it *item) {
+	it.err = nil
+	rec := it.out
+	if rec.Context == nil {
+		rec.Context = ctx
+	}
+	wg.Add(1)
+	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		it.err = err
+		it.ackedAt = r.now()
+		wg.Done()
+	})
+}
+
 // produce sends items concurrently, except isolated ones, which go one at a
 // time, and records each outcome in the item.
 func (r *Relay) produce(ctx context.Context, items []*item) {
 	var wg sync.WaitGroup
-	one := func(it *item) {
-		it.err = nil
-		rec := it.out
-		if rec.Context == nil {
-			rec.Context = ctx
-		}
-		wg.Add(1)
-		r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			it.err = err
-			it.ackedAt = r.now()
-			wg.Done()
-		})
-	}
 	for _, it := range items {
 		if !it.isolate {
-			one(it)
+			r.startProduce(ctx, &wg, it)
 		}
 	}
 	wg.Wait()
 	for _, it := range items {
 		if it.isolate {
-			one(it)
+			r.startProduce(ctx, &wg, it)
 			wg.Wait()
 		}
 	}

@@ -289,11 +289,11 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			}
 		})
 		fetches.EachRecord(r.enqueue)
-		b := r.collect(r.now())
+		b, started := r.collect(work, r.now())
 		r.mu.Unlock()
 
 		if len(b) > 0 {
-			if err := r.deliver(work, b); err != nil {
+			if err := r.deliver(work, b, started); err != nil {
 				// Shutdown timeout while retrying: hand the batch back.
 				// Nothing of it is committed; the next owner re-reads it.
 				r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b), "err", err)
