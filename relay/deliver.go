@@ -390,17 +390,17 @@ func (r *Relay) finish(ctx context.Context, b []*item) {
 		// holds, and a record whose handled mark did not persist is re-read.
 		r.log.Error("wheel flush", "err", err)
 	}
-	r.commit(ctx, touched)
+	r.commit(ctx)
 }
 
-// commit commits, for each touched partition, the lowest offset not yet
-// done: the lower of the first wheel entry still pending and the first
-// offset not handled.
-func (r *Relay) commit(ctx context.Context, touched map[int32]int64) {
+// commit commits, for each owned partition whose commit can advance, the
+// lowest offset not yet done: the lower of the first wheel entry still
+// pending and the first offset not handled. It runs every iteration, so a
+// failed commit is retried even when no new record arrives.
+func (r *Relay) commit(ctx context.Context) {
 	offsets := make(map[int32]kgo.EpochOffset)
-	for p := range touched {
-		ps := r.parts[p]
-		if ps == nil || ps.handled < 0 {
+	for p, ps := range r.parts {
+		if ps.handled < 0 {
 			continue
 		}
 		off := ps.handled + 1
