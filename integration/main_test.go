@@ -39,11 +39,12 @@ const (
 // suite is what every scenario of the package shares: one broker and one
 // kdelay binary.
 var suite struct {
-	tier  string   // kfake, real or testcontainers
-	seeds []string // broker seeds the relays and the test clients use
-	ctl   string   // KDELAY_KAFKA_CTL: restarts the broker (real tier only)
-	bin   string   // the kdelay binary under test
-	race  bool     // the binary was built with -race
+	tier  string         // kfake, real or testcontainers
+	seeds []string       // broker seeds the relays and the test clients use
+	ctl   string         // KDELAY_KAFKA_CTL: restarts the broker (real tier only)
+	bin   string         // the kdelay binary under test
+	race  bool           // the binary was built with -race
+	kfake *kfake.Cluster // the in-process broker (kfake tier only), for fault injection
 }
 
 // TestMain picks the broker, builds the kdelay binary once, and runs the
@@ -99,6 +100,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		stopBroker = c.Close
+		suite.kfake = c
 		suite.seeds = c.ListenAddrs()
 		suite.tier = "kfake"
 	}
