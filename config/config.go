@@ -104,6 +104,24 @@ type Config struct {
 	// missing target topic is retried before the record is dead-lettered;
 	// default 30s.
 	TargetMissingTimeout time.Duration `env:"TARGET_MISSING_TIMEOUT" envDefault:"30s"`
+	// RetryTimeout, KDELAY_RETRY_TIMEOUT: how long a record whose produce
+	// fails with an error kdelay does not classify is retried before it is
+	// dead-lettered with the error as its reason; default 2m. Retriable
+	// errors (broker down, leader moves) are retried without bound, and a
+	// failing dead-letter topic is retried without bound: nothing is dropped.
+	RetryTimeout time.Duration `env:"RETRY_TIMEOUT" envDefault:"2m"`
+	// StallTimeout, KDELAY_STALL_TIMEOUT: when the relay has due work and
+	// has delivered nothing for this long, /healthz answers 503 (so
+	// Kubernetes restarts it) and kdelay_stalled{reason="no_progress"} is 1;
+	// default 3m.
+	StallTimeout time.Duration `env:"STALL_TIMEOUT" envDefault:"3m"`
+	// AllowLevelChange, KDELAY_ALLOW_LEVEL_CHANGE: start even though the
+	// delay topic's records were written under another level table (found
+	// in the data directory or in the group's commit metadata) and some are
+	// still pending. Those with a kdelay-level header are then due by the
+	// new table, which can be earlier than their producer meant. Default
+	// false: such a relay refuses to start and says why.
+	AllowLevelChange bool `env:"ALLOW_LEVEL_CHANGE" envDefault:"false"`
 
 	// SASLMechanism, KDELAY_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or
 	// SCRAM-SHA-512; default none.
@@ -303,6 +321,12 @@ func (c *Config) validate() []error {
 	}
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
+	}
+	if c.RetryTimeout < 0 {
+		bad("RETRY_TIMEOUT", c.RetryTimeout, "must not be negative")
+	}
+	if c.StallTimeout < 10*time.Second {
+		bad("STALL_TIMEOUT", c.StallTimeout, "must be at least 10s")
 	}
 	return append(errs, c.validateSecurity()...)
 }

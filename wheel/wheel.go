@@ -215,6 +215,12 @@ func (w *Wheel) problem(format string, args ...any) {
 	}
 }
 
+// Corrupt returns how many damaged records (bad checksums, broken
+// chains) Expire has met since Open. The entries behind a damaged record
+// of a slot chain are not handed out; a caller that sees the count grow
+// should rebuild what it keeps in the wheel from its source.
+func (w *Wheel) Corrupt() int64 { return w.corrupt }
+
 // Problems returns what went wrong since Open without stopping the wheel,
 // such as a checksum error in a slot chain (bit rot), at most 100 lines.
 func (w *Wheel) Problems() []string { return slices.Clone(w.problems) }

@@ -126,48 +126,55 @@ func runBounded(ctx context.Context, grace time.Duration, fn func(context.Contex
 type sidecar struct {
 	cfg      config.Config
 	log      *slog.Logger
-	relay    *relay.Relay
+	relay    atomic.Pointer[relay.Relay] // set once Kafka answers and the relay is created
+	kopts    []kgo.Opt
 	reg      *prometheus.Registry
 	http     *httpServer // nil when KDELAY_HTTP_ADDR=off
 	stopping atomic.Bool
 }
 
-// newSidecar binds the HTTP server, unless disabled, and creates the relay
-// (opening its wheel). kopts are extra client options for the relay.
+// newSidecar binds the HTTP server, unless disabled; Run creates the relay
+// once Kafka answers. kopts are extra client options for the relay.
 func newSidecar(cfg config.Config, log *slog.Logger, kopts ...kgo.Opt) (*sidecar, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	s := &sidecar{cfg: cfg, log: log, reg: reg}
+	s := &sidecar{cfg: cfg, log: log, reg: reg, kopts: kopts}
 	if !strings.EqualFold(cfg.HTTPAddr, "off") {
 		// First, so a busy port fails before the relay opens anything.
-		h, err := newHTTPServer(cfg.HTTPAddr, reg, s.ready, log)
+		h, err := newHTTPServer(cfg.HTTPAddr, reg, s.ready, s.live, log)
 		if err != nil {
 			return nil, err
 		}
 		s.http = h
 	}
-	r, err := relay.New(relay.Options{Config: cfg, Log: log, Registry: reg, KafkaOpts: kopts})
-	if err != nil {
-		if s.http != nil {
-			s.http.ln.Close()
-		}
-		return nil, err
-	}
-	s.relay = r
 	return s, nil
 }
 
 func (s *sidecar) ready() (bool, string) {
+	r := s.relay.Load()
 	switch {
 	case s.stopping.Load():
 		return false, "shutting down"
-	case !s.relay.Ready():
-		return false, "relay not ready (joining the group, waiting for its first assignment, or retrying)"
+	case r == nil:
+		return false, "waiting for Kafka and the topics"
+	case !r.Ready():
+		if why := r.Why(); why != "" {
+			return false, "relay " + why
+		}
+		return false, "relay joining the group or waiting for its first assignment"
 	}
 	return true, ""
+}
+
+// live is /healthz: an error when the relay is stalled.
+func (s *sidecar) live() error {
+	if r := s.relay.Load(); r != nil {
+		return r.Live()
+	}
+	return nil
 }
 
 // Run runs the relay and the HTTP server until ctx ends, then stops them
@@ -188,10 +195,14 @@ func (s *sidecar) Run(ctx context.Context) error {
 	g.Go(func() error {
 		defer close(relayDone)
 		if err := waitForTopics(gctx, s.cfg, s.log); err != nil || gctx.Err() != nil {
-			s.relay.Close()
 			return err
 		}
-		err := s.relay.Run(gctx)
+		r, err := relay.New(relay.Options{Config: s.cfg, Log: s.log, Registry: s.reg, KafkaOpts: s.kopts})
+		if err != nil {
+			return err
+		}
+		s.relay.Store(r)
+		err = r.Run(gctx)
 		switch {
 		case err != nil:
 			return fmt.Errorf("relay: %w", err)
