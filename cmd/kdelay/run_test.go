@@ -180,7 +180,7 @@ func TestRunHTTPEndpoints(t *testing.T) {
 	eventually(t, 20*time.Second, "relay metrics served", func() bool {
 		var code int
 		code, body = get(t, base+"/metrics")
-		return code == http.StatusOK && strings.Contains(body, "kdelay_ready 0")
+		return code == http.StatusOK && strings.Contains(body, "kdelay_ready 0") && strings.Contains(body, "kdelay_kafka_")
 	})
 	mustContain(t, "/metrics", body, "kdelay_ready 0", "go_goroutines", "process_cpu_seconds_total", "kdelay_kafka_")
 
