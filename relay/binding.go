@@ -289,7 +289,7 @@ func (r *Relay) commitOffsets() map[int32]kgo.EpochOffset {
 		if ps.handled < 0 {
 			continue
 		}
-		off := min(ps.handled+1, ps.lowestRetry())
+		off := min(ps.handled+1, ps.lowestUnsettled(false))
 		if r.wheel != nil {
 			if low, ok := r.wheel.LowestPending(p); ok && low < off {
 				off = low

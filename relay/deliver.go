@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,9 +40,11 @@ type item struct {
 	reason    string // dead-letter reason label
 	detail    string // dead-letter reason text
 
-	// The outcome of the current attempt, written by its promise.
-	err     error
-	ackedAt time.Time
+	// The outcome of the current attempt, written by its promise before
+	// it sets finished.
+	err      error
+	ackedAt  time.Time
+	finished atomic.Bool
 
 	// Retry state of an item whose produce failed.
 	isolate   bool          // produce alone: a whole batch failed as too large
@@ -63,8 +65,10 @@ const (
 // the producer at once, so the produce round trip overlaps with deciding
 // the rest; started is done when every first attempt has its outcome.
 // Isolated retries are returned in solo, to be produced one at a time.
-func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, started *sync.WaitGroup) {
-	started = new(sync.WaitGroup)
+// Every item produced joins its partition's flight until settled.
+func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, started *attempts) {
+	started = newAttempts()
+	defer started.release()
 	for _, ps := range r.parts {
 		for _, it := range ps.takeRetries(now) {
 			if it.isolate {
@@ -82,7 +86,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		ps.waitFor = time.Time{}
 		// A partition whose retries fill its queue's room takes no new
 		// heads: the failing records hold back their own partition only.
-		for len(ps.queue) > 0 && len(b) < r.maxBatch && len(ps.retries) < r.queueCap() {
+		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
 			rec := ps.queue[0]
 			d := r.pol.decide(rec, ps.level, now)
 			if d.act == actWait {
@@ -123,7 +127,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 }
 
 // collectWheel appends the wheel's expired entries to b as forwards.
-func (r *Relay) collectWheel(ctx context.Context, started *sync.WaitGroup, now time.Time, b *[]*item) {
+func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item) {
 	var fired []*item
 	bad := make(map[int32]bool)
 	_, err := r.wheel.Expire(now.UnixMilli(), r.maxBatch, func(e wheel.Entry) {
@@ -212,7 +216,7 @@ func (r *Relay) resyncPartition(ps *partState) {
 		}
 	}
 	ps.clearQueue()
-	ps.retries = nil
+	ps.retries, ps.flight = nil, nil // what lands late is read again
 	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
 	r.resync[ps.p] = max(ps.commit, 0)
 }
@@ -262,13 +266,40 @@ func (r *Relay) deadItem(it *item, reason, detail string) *item {
 	}
 }
 
-// startProduce hands one attempt of it to the producer; its outcome lands
-// in the item when wg is done. Each attempt is a fresh copy of it.out
-// stamped with now, so franz-go's delivery timeout (counted from the
-// record's timestamp) is never spent before the attempt is sent, however
-// old the source record or however long the retries took.
-func (r *Relay) startProduce(ctx context.Context, wg *sync.WaitGroup, it *item, now time.Time) {
+// attempts counts produce attempts whose outcome is not yet in; done is
+// closed when the count drops to zero after release (the collector holds
+// one count while it starts attempts).
+type attempts struct {
+	left atomic.Int64
+	done chan struct{}
+}
+
+func newAttempts() *attempts {
+	a := &attempts{done: make(chan struct{})}
+	a.left.Store(1)
+	return a
+}
+
+func (a *attempts) add() { a.left.Add(1) }
+
+func (a *attempts) release() {
+	if a.left.Add(-1) == 0 {
+		close(a.done)
+	}
+}
+
+// startProduce hands one attempt of it to the producer and puts it in its
+// partition's flight; its outcome lands in the item when it is finished.
+// Each attempt is a fresh copy of it.out stamped with now, so franz-go's
+// delivery timeout (counted from the record's timestamp) is never spent
+// before the attempt is sent, however old the source record or however
+// long the retries took.
+func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now time.Time) {
 	it.err = nil
+	it.finished.Store(false)
+	if ps := r.parts[it.part]; ps != nil {
+		ps.flight = append(ps.flight, it)
+	}
 	rec := *it.out
 	rec.Timestamp = now
 	var mark *manualMark
@@ -277,44 +308,72 @@ func (r *Relay) startProduce(ctx context.Context, wg *sync.WaitGroup, it *item, 
 		ctx = withManual(ctx, mark)
 	}
 	rec.Context = ctx
-	wg.Add(1)
+	at.add()
 	r.cl.Produce(ctx, &rec, func(_ *kgo.Record, err error) {
 		if err != nil && mark != nil && mark.outOfRange.Load() {
 			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
 		}
 		it.err = err
 		it.ackedAt = r.now()
-		wg.Done()
+		it.finished.Store(true)
+		at.release()
 	})
 }
 
-// deliver waits for the first attempt of every item of b, started by
-// collect, then produces the isolated retries one at a time. It returns an
-// error only when ctx ends first (shutdown timeout): the batch is then
-// handed back uncommitted.
-func (r *Relay) deliver(ctx context.Context, solo []*item, started *sync.WaitGroup) error {
-	if err := waitCtx(ctx, started); err != nil {
-		return err
+// flightWait bounds how long an iteration waits for its attempts: a record
+// whose produce hangs (a missing target, a broker away) stays in flight,
+// holding back its partition's commit only, while the loop goes on.
+const flightWait = 250 * time.Millisecond
+
+// deliver waits for the attempts started by collect, up to flightWait,
+// then produces the isolated retries one at a time, each waited for. It
+// returns an error only when ctx ends first (shutdown timeout): what is in
+// flight is then handed back uncommitted.
+func (r *Relay) deliver(ctx context.Context, solo []*item, started *attempts) error {
+	t := time.NewTimer(flightWait)
+	defer t.Stop()
+	select {
+	case <-started.done:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	for _, it := range solo {
-		var wg sync.WaitGroup
-		r.startProduce(ctx, &wg, it, r.now())
-		if err := waitCtx(ctx, &wg); err != nil {
-			return err
+		at := newAttempts()
+		r.mu.Lock()
+		r.startProduce(ctx, at, it, r.now())
+		r.mu.Unlock()
+		at.release()
+		select {
+		case <-at.done:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil
 }
 
-// waitCtx waits for wg or ctx, whichever comes first.
-func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// drain waits, on shutdown, for every attempt in flight (bounded by ctx),
+// so that what was delivered is committed and a clean restart sends no
+// duplicate.
+func (r *Relay) drain(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		busy := false
+		for _, ps := range r.parts {
+			for _, it := range ps.flight {
+				busy = busy || !it.finished.Load()
+			}
+		}
+		r.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -410,8 +469,8 @@ func (r *Relay) onFailure(it *item, now time.Time) *item {
 	return it
 }
 
-// settle sorts the outcome of a delivered batch: failed items are set aside
-// as retries of their partition, the others are done. It returns the items
+// settle sorts the outcomes that are in: failed items are set aside as
+// retries of their partition, the others are done. It returns the items
 // that are done.
 func (r *Relay) settle(b []*item, now time.Time) []*item {
 	done := b[:0:0]
@@ -428,11 +487,14 @@ func (r *Relay) settle(b []*item, now time.Time) []*item {
 	return done
 }
 
-// finish records the outcome of a delivered batch: wheel entries done, the
-// handled watermark advanced, the wheel flushed. Items in b that failed are
-// set aside by settle first; they hold back their partition's commit.
+// finish records what is done: the handled watermark advanced by this
+// iteration's queue heads (b), the outcomes that are in (of this iteration
+// or an earlier one) settled, wheel entries done, the wheel flushed.
+// Records in flight or set aside for a retry hold back their partition's
+// commit and its persisted watermark.
 func (r *Relay) finish(b []*item) {
 	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
+	var in []*item
 	for _, it := range b {
 		h, ok := touched[it.part]
 		if !ok {
@@ -442,8 +504,19 @@ func (r *Relay) finish(b []*item) {
 			h = max(h, it.offset)
 		}
 		touched[it.part] = h
+		if it.out == nil {
+			in = append(in, it) // into the wheel: nothing to produce
+		}
 	}
-	for _, it := range r.settle(b, r.now()) {
+	for p, ps := range r.parts {
+		if landed := ps.takeFinished(); len(landed) > 0 {
+			in = append(in, landed...)
+			if _, ok := touched[p]; !ok {
+				touched[p] = -1
+			}
+		}
+	}
+	for _, it := range r.settle(in, r.now()) {
 		lvl := levelLabel(it.level)
 		r.progress()
 		switch it.kind {
@@ -471,9 +544,9 @@ func (r *Relay) finish(b []*item) {
 		}
 		ps.handled = max(ps.handled, h)
 		if r.wheel != nil && ps.handled >= 0 {
-			// The persisted watermark stays below a record being retried:
-			// a restart must read it again.
-			r.wheel.SetHandled(p, min(ps.handled, ps.lowestQueueRetry()-1))
+			// The persisted watermark stays below a record in flight or
+			// being retried: a restart must read it again.
+			r.wheel.SetHandled(p, min(ps.handled, ps.lowestUnsettled(true)-1))
 		}
 	}
 	if r.wheel != nil {
@@ -481,6 +554,13 @@ func (r *Relay) finish(b []*item) {
 			r.wheelFailed("flush", err)
 		}
 	}
+}
+
+// crowded reports whether the partition's records in flight and set aside
+// fill its room: it then takes no new heads, so failing records hold back
+// their own partition only.
+func (r *Relay) crowded(ps *partState) bool {
+	return len(ps.retries)+len(ps.flight) >= r.queueCap()
 }
 
 func (r *Relay) wheelDone(it *item) {
@@ -508,23 +588,33 @@ func (ps *partState) takeRetries(now time.Time) []*item {
 	return due
 }
 
-// lowestRetry returns the lowest offset being retried, math.MaxInt64 if
-// none.
-func (ps *partState) lowestRetry() int64 {
-	low := int64(1<<63 - 1)
-	for _, it := range ps.retries {
-		low = min(low, it.offset)
+// takeFinished removes and returns the items of the flight whose attempt
+// has its outcome.
+func (ps *partState) takeFinished() []*item {
+	var landed []*item
+	kept := ps.flight[:0]
+	for _, it := range ps.flight {
+		if it.finished.Load() {
+			landed = append(landed, it)
+		} else {
+			kept = append(kept, it)
+		}
 	}
-	return low
+	clear(ps.flight[len(kept):])
+	ps.flight = kept
+	return landed
 }
 
-// lowestQueueRetry is lowestRetry over records taken from the queue (not
-// from the wheel, which keeps its own entries pending until done).
-func (ps *partState) lowestQueueRetry() int64 {
+// lowestUnsettled returns the lowest offset in flight or being retried,
+// math.MaxInt64 if none; with queueOnly, only records taken from the queue
+// count (the wheel keeps its own entries pending until done).
+func (ps *partState) lowestUnsettled(queueOnly bool) int64 {
 	low := int64(1<<63 - 1)
-	for _, it := range ps.retries {
-		if it.fromQueue {
-			low = min(low, it.offset)
+	for _, l := range [][]*item{ps.retries, ps.flight} {
+		for _, it := range l {
+			if it.fromQueue || !queueOnly {
+				low = min(low, it.offset)
+			}
 		}
 	}
 	return low

@@ -113,6 +113,7 @@ type partState struct {
 	paused  bool
 	handled int64   // every offset <= handled is done, in the wheel or in retries
 	retries []*item // failed produces set aside, with their next attempt time
+	flight  []*item // produced, outcome not yet settled
 	commit  int64   // last committed offset, -1 if none
 	hwm     int64   // high watermark as of the last fetch, -1 if unknown
 	waitFor time.Time
@@ -390,7 +391,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			return nil
 		}
 		r.mu.Lock()
-		r.finish(append(b, solo...))
+		r.finish(b)
 		offsets := r.commitOffsets()
 		r.mu.Unlock()
 		r.commit(work, offsets)
@@ -401,6 +402,14 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.m.ready.Set(boolFloat(r.Ready()))
 		r.cl.AllowRebalance()
 	}
+	// Shutdown: what is in flight lands (or the shutdown timeout passes),
+	// and what landed is committed.
+	r.drain(work)
+	r.mu.Lock()
+	r.finish(nil)
+	offsets := r.commitOffsets()
+	r.mu.Unlock()
+	r.commit(work, offsets)
 	return nil
 }
 
@@ -442,7 +451,10 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 		for _, it := range ps.retries {
 			earlier(it.nextTry)
 		}
-		if len(ps.queue) == 0 || len(ps.retries) >= r.queueCap() {
+		if len(ps.flight) > 0 {
+			earlier(now.Add(20 * time.Millisecond)) // settle outcomes as they land
+		}
+		if len(ps.queue) == 0 || r.crowded(ps) {
 			continue
 		}
 		if ps.waitFor.IsZero() {
@@ -470,7 +482,7 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 func (r *Relay) updatePauses() {
 	var pause, resume []int32
 	for p, ps := range r.parts {
-		full := len(ps.queue) >= r.queueCap() || ps.bytes >= r.maxBytes || len(ps.retries) >= r.queueCap()
+		full := len(ps.queue) >= r.queueCap() || ps.bytes >= r.maxBytes || r.crowded(ps)
 		switch want := !ps.waitFor.IsZero() || full; {
 		case want && !ps.paused:
 			pause = append(pause, p)
