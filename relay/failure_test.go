@@ -523,3 +523,92 @@ func TestShutdownWithHeldCascade(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 }
+
+// failProduces makes the cluster answer produce requests to topic with
+// code while fail is set.
+func (h *harness) failProduces(topic string, code int16, fail *atomic.Bool) {
+	is := h.isTopic(topic)
+	h.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.c.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		if !fail.Load() || len(pr.Topics) != 1 || !is(pr.Topics[0].Topic, pr.Topics[0].TopicID) {
+			return nil, nil, false
+		}
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, tp := range pr.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+			for _, p := range tp.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+}
+
+// TestStalledLiveness: a relay with due work that delivers nothing for
+// KDELAY_STALL_TIMEOUT fails its liveness check (so Kubernetes restarts
+// it) and says why; once the cluster recovers it delivers and is live.
+func TestStalledLiveness(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	rr := h.start(func(c *config.Config) { c.StallTimeout = time.Second })
+	rr.waitReady(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	h.failProduces("orders", kerr.NotEnoughReplicas.Code, &fail) // retriable: retried without bound
+	h.send("stuck", levels.Delay{Target: "orders", Delay: 0})
+	waitFor(t, func() bool { return errors.Is(rr.r.Live(), ErrStalled) })
+	if rr.r.Ready() || rr.r.Why() != stallNoProgress {
+		t.Errorf("stalled relay: Ready %v, Why %q; want false, %q", rr.r.Ready(), rr.r.Why(), stallNoProgress)
+	}
+	if v := testutil.ToFloat64(rr.r.m.stalled.WithLabelValues(stallNoProgress)); v != 1 {
+		t.Errorf("kdelay_stalled{reason=no_progress} = %v, want 1", v)
+	}
+	t.Logf("live: %v", rr.r.Live())
+	fail.Store(false)
+	got := h.collect(40*time.Second, allKeys("stuck"), "orders")
+	h.report(got, []string{"stuck"}, 0)
+	waitFor(t, func() bool { return rr.r.Live() == nil })
+}
+
+// TestDeadLetterTopicFailing: the dead-letter topic refuses records. The
+// dead letter waits (nothing is dropped) and says so, its partition's
+// commit waits, every other partition flows; once the topic takes records
+// again the dead letter arrives.
+func TestDeadLetterTopicFailing(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	rr := h.start(nil)
+	rr.waitReady(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	h.failProduces(h.cfg.DLQTopic, kerr.InvalidRequiredAcks.Code, &fail)
+	h.sendRaw("bad", 0, levels.HeaderDelay, "0") // no target: a dead letter
+	waitFor(t, func() bool { return rr.r.Why() == stallDeadLetter })
+	good := keysOf("flows", 20)
+	for _, k := range good {
+		h.send(k, levels.Delay{Target: "orders", Delay: 1500 * time.Millisecond}) // level 2: another partition
+	}
+	got := h.collect(30*time.Second, allKeys(good...), "orders")
+	h.report(got, good, 0)
+	if v := testutil.ToFloat64(rr.r.m.stalled.WithLabelValues(stallDeadLetter)); v != 1 {
+		t.Errorf("kdelay_stalled{reason=dead_letter_failing} = %v, want 1", v)
+	}
+	// The dead letter is partition 0's first record: its commit waits.
+	offs, err := h.adm.FetchOffsets(context.Background(), h.cfg.Group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(h.cfg.Topic, 0); ok && o.At > 0 {
+		t.Errorf("partition 0 committed at %d past its undelivered dead letter (offset 0)", o.At)
+	}
+	fail.Store(false)
+	got = h.collect(30*time.Second, allKeys("bad"), h.cfg.DLQTopic)
+	if len(got["bad"]) != 1 {
+		t.Errorf("dead letter arrived %d times, want 1", len(got["bad"]))
+	}
+	waitFor(t, func() bool { return rr.r.Ready() })
+}

@@ -520,7 +520,7 @@ func (r *Relay) updateGauges(now time.Time) {
 				deadRetrying++
 			}
 		}
-		if len(ps.queue) > 0 && ps.waitFor.IsZero() {
+		if (len(ps.queue) > 0 && ps.waitFor.IsZero()) || len(ps.flight) > 0 {
 			due = true
 		}
 		if !ps.waitFor.IsZero() {
