@@ -84,9 +84,29 @@ func (r *Relay) preflight(kopts []kgo.Opt) error {
 		return fmt.Errorf("relay: kafka client: %w", err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), preflightTimeout)
 	defer cancel()
 	adm := kadm.NewClient(cl)
+	// The cluster may still be settling (a coordinator loading after a
+	// broker restart): retriable errors are retried until the timeout.
+	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err = r.bindTo(ctx, adm)
+		if err == nil || !(kerr.IsRetriable(err) || isNetErr(err)) || ctx.Err() != nil {
+			return err
+		}
+		r.log.Warn("checking the delay topic and the group; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// preflightTimeout bounds New's check of the delay topic and the group.
+const preflightTimeout = 2 * time.Minute
+
+func (r *Relay) bindTo(ctx context.Context, adm *kadm.Client) error {
 	cur, err := r.currentBinding(ctx, adm)
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ const (
 	kCascade              // queue head, beyond the horizon: produce to the delay topic
 	kDead                 // produce to the dead-letter topic
 	kFire                 // wheel entry, due: produce to the target
+	kSkip                 // queue head with nothing to do: a transaction marker, or a record the wheel already holds
 )
 
 // item is one record of a batch, or one set aside for a retry.
@@ -88,6 +89,13 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		// heads: the failing records hold back their own partition only.
 		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
 			rec := ps.queue[0]
+			if rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+				// Read again after a restart or a seek, but its outcome is
+				// already the wheel's; or a transaction marker.
+				ps.pop()
+				b = append(b, &item{kind: kSkip, part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true})
+				continue
+			}
 			d := r.pol.decide(rec, ps.level, now)
 			if d.act == actWait {
 				ps.waitFor = d.levelTime

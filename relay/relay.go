@@ -204,8 +204,11 @@ func New(opts Options) (*Relay, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
-		// Records of aborted transactions are never delivered.
+		// Records of aborted transactions are never delivered. Markers
+		// are kept so that the commit can pass them (a partition ending in
+		// a marker would otherwise show a lag of one for ever).
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
@@ -434,7 +437,9 @@ func (r *Relay) enqueue(rec *kgo.Record) {
 	ps.next = rec.Offset + 1
 	ps.queue = append(ps.queue, rec)
 	ps.bytes += recordBytes(rec)
-	r.m.consumed.WithLabelValues(levelLabel(ps.level)).Inc()
+	if !rec.Attrs.IsControl() {
+		r.m.consumed.WithLabelValues(levelLabel(ps.level)).Inc()
+	}
 }
 
 // nextWake returns when the loop must run again at the latest: now if a

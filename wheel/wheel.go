@@ -385,6 +385,10 @@ func (w *Wheel) LowestPending(partition int32) (int64, bool) {
 	return 0, false
 }
 
+// Holds reports whether the entry of partition at offset is pending (added,
+// not done, trimmed or dropped), in flight ones included.
+func (w *Wheel) Holds(partition int32, offset int64) bool { return w.pendingOff(partition, offset) }
+
 // Pending returns the number of live entries.
 func (w *Wheel) Pending() int64 { return w.pending }
 
