@@ -89,7 +89,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		// heads: the failing records hold back their own partition only.
 		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
 			rec := ps.queue[0]
-			if rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+			if ps.catchingUp(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
 				// Read again after a restart or a seek, but its outcome is
 				// already the wheel's; or a transaction marker.
 				ps.pop()
@@ -160,6 +160,9 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 		if bad[it.part] {
 			continue
 		}
+		if ps := r.parts[it.part]; ps.fired != nil && it.offset <= ps.catchUp && it.offset >= ps.next {
+			ps.fired[it.offset] = struct{}{} // to be read again: skip it then
+		}
 		r.startProduce(ctx, started, it, now)
 		*b = append(*b, it)
 	}
@@ -225,6 +228,7 @@ func (r *Relay) resyncPartition(ps *partState) {
 	}
 	ps.clearQueue()
 	ps.retries, ps.flight = nil, nil // what lands late is read again
+	ps.catchUp, ps.fired = -1, nil
 	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
 	r.resync[ps.p] = max(ps.commit, 0)
 }
@@ -578,6 +582,21 @@ func (r *Relay) wheelDone(it *item) {
 	if err := r.wheel.Done(it.part, it.offset); err != nil {
 		r.wheelFailed("done", err)
 	}
+}
+
+// catchingUp reports whether a queue head at off was fired from the wheel
+// since the assignment (so it is done or in flight), and ends the catch-up
+// once the queue reaches its end.
+func (ps *partState) catchingUp(off int64) bool {
+	if ps.fired == nil {
+		return false
+	}
+	_, ok := ps.fired[off]
+	delete(ps.fired, off)
+	if off >= ps.catchUp {
+		ps.catchUp, ps.fired = -1, nil
+	}
+	return ok
 }
 
 // takeRetries removes and returns the retries due at now.

@@ -116,10 +116,10 @@ func TestIsolation(t *testing.T) {
 	}
 	h.report(got, good, 0)
 	// Before the isolation a missing target held every batch for its 3s
-	// timeout; 1s is generous for records the failure does not concern.
+	// timeout; 2.5s leaves room for a loaded machine and still sees that.
 	for _, k := range good {
 		if rs := got[k]; len(rs) > 0 {
-			if late := rs[0].ts.Sub(h.sent[k].due); late > time.Second {
+			if late := rs[0].ts.Sub(h.sent[k].due); late > 2500*time.Millisecond {
 				t.Errorf("%s forwarded %s late while another record was retried", k, late.Round(time.Millisecond))
 			}
 		}

@@ -117,6 +117,13 @@ type partState struct {
 	commit  int64   // last committed offset, -1 if none
 	hwm     int64   // high watermark as of the last fetch, -1 if unknown
 	waitFor time.Time
+
+	// After an assignment with local state, records up to catchUp (the
+	// highest offset the wheel had taken) are read again; those among
+	// them that the wheel fires meanwhile are in fired, so that their
+	// second reading is skipped. -1 and nil once the queue is past it.
+	catchUp int64
+	fired   map[int64]struct{}
 }
 
 // pop removes the queue's head.
@@ -589,7 +596,7 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		r.joined.Store(true)
 	}
 	for _, p := range ps {
-		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1, hwm: -1}
+		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1, hwm: -1, catchUp: -1}
 		if st.level == 0 {
 			r.log.Error("delay topic has more partitions than levels x partitions-per-level; extra partition is not read", "partition", p)
 			continue
@@ -607,6 +614,9 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 					r.wheelFailed("trim", err)
 				}
 				st.handled = max(r.wheel.Handled(p), st.handled)
+				if hi, ok := r.wheel.Highest(p); ok && hi > st.handled {
+					st.catchUp, st.fired = hi, make(map[int64]struct{})
+				}
 			}
 		default:
 			// No commit (a new or recreated topic, or the fetch failed):
