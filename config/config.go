@@ -108,6 +108,11 @@ type Config struct {
 	// missing target topic is retried before the record is dead-lettered;
 	// default 30s.
 	TargetMissingTimeout time.Duration `env:"TARGET_MISSING_TIMEOUT" envDefault:"30s"`
+	// MissingTopicGrace, KDELAY_MISSING_TOPIC_GRACE: how long kdelay run
+	// waits for a missing delay or dead-letter topic to appear before it
+	// exits; a topic created a moment ago can take that long to reach every
+	// broker's metadata. Default 30s; 0 exits at once.
+	MissingTopicGrace time.Duration `env:"MISSING_TOPIC_GRACE" envDefault:"30s"`
 
 	// SASLMechanism, KDELAY_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or
 	// SCRAM-SHA-512; default none.
@@ -315,6 +320,9 @@ func (c *Config) validate() []error {
 	}
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
+	}
+	if c.MissingTopicGrace < 0 {
+		bad("MISSING_TOPIC_GRACE", c.MissingTopicGrace, "must not be negative")
 	}
 	return append(errs, c.validateSecurity()...)
 }

@@ -89,7 +89,7 @@ read). Whether a relay has paused a partition is not visible from outside;
   kdelay status --json | jq '.levels[] | select(.lag > 0)'`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(cmd, nil)
+			cfg, err := a.loadClientConfig(cmd)
 			if err != nil {
 				return err
 			}
