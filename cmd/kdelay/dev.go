@@ -155,7 +155,7 @@ func (a *app) dev(cmd *cobra.Command, port int, demo bool) error {
 
 // devTopics creates the delay, dead-letter and demo topics.
 func devTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	cl, err := newClient(cfg, log)
+	cl, err := newClient(cfg, log, waitOpts...)
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ retention.ms draws a warning.`,
 				return err
 			}
 			log := cfg.Logger(a.stderr)
-			cl, err := newClient(cfg, log)
+			cl, err := newClient(cfg, log, waitOpts...)
 			if err != nil {
 				return err
 			}
@@ -114,6 +114,11 @@ retention.ms draws a warning.`,
 	f.DurationVar(&wait, "wait", time.Minute, "how long to wait for created topics to have a leader for every partition")
 	return cmd
 }
+
+// waitOpts are the client options of a client used with waitVisible: kgo
+// answers metadata requests at most every MetadataMinAge (default 5s), so
+// polling for a topic just created would otherwise wait that long.
+var waitOpts = []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond)}
 
 // waitVisible waits until every topic of want (name: partition count, or
 // -1 for the broker default) is in the metadata with a leader for each of

@@ -6,11 +6,15 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/levels"
 )
@@ -415,5 +419,58 @@ func TestDLQListAndReplay(t *testing.T) {
 	}()
 	if ends != 4 {
 		t.Errorf("%d records in the delay topic after three replays, want 4", ends)
+	}
+}
+
+// hideTopics makes the cluster answer the first n metadata requests that
+// name topic as if topic did not exist yet (a broker whose metadata lags
+// behind the controller's); n < 0 hides it for good. It returns how many
+// requests it hid.
+func hideTopics(c *kfake.Cluster, topic string, n int) *atomic.Int32 {
+	var hidden atomic.Int32
+	c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mreq := req.(*kmsg.MetadataRequest)
+		if !slices.ContainsFunc(mreq.Topics, func(t kmsg.MetadataRequestTopic) bool { return t.Topic != nil && *t.Topic == topic }) {
+			return nil, nil, false
+		}
+		if n >= 0 && int(hidden.Load()) >= n {
+			return nil, nil, false
+		}
+		hidden.Add(1)
+		resp := mreq.ResponseKind().(*kmsg.MetadataResponse)
+		for _, rt := range mreq.Topics {
+			t := kmsg.NewMetadataResponseTopic()
+			t.Topic = rt.Topic
+			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp, nil, true
+	})
+	return &hidden
+}
+
+func TestTopicCreateWaitsForLeaders(t *testing.T) {
+	t.Parallel()
+	c, addr := newCluster(t)
+	env := testEnv(t, addr)
+	// The partition count check before creating asks once; then topic
+	// create must poll until the topic shows up.
+	hidden := hideTopics(c, "delay-topic", 5)
+	r := kdelay(t, t.Context(), env, nil, "topic", "create")
+	mustCode(t, r, exitOK)
+	if got := hidden.Load(); got != 5 {
+		t.Errorf("%d metadata requests hidden, want 5: topic create returned before the topic was visible", got)
+	}
+
+	// A topic that never shows up: a bounded wait and an error saying what is missing.
+	c2, addr2 := newCluster(t)
+	hideTopics(c2, "delay-topic", -1)
+	begin := time.Now()
+	r = kdelay(t, t.Context(), testEnv(t, addr2), nil, "topic", "create", "--wait", "500ms")
+	mustCode(t, r, exitFailure)
+	mustContain(t, "stderr", r.stderr, "created topics not ready within --wait 500ms: delay-topic not in the metadata yet")
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Errorf("took %s with --wait 500ms", took)
 	}
 }
