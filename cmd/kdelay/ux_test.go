@@ -474,3 +474,47 @@ func TestTopicCreateWaitsForLeaders(t *testing.T) {
 		t.Errorf("took %s with --wait 500ms", took)
 	}
 }
+
+func TestStatusPending(t *testing.T) {
+	t.Parallel()
+	_, addr := newCluster(t)
+	env := testEnv(t, addr)
+	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create"), exitOK)
+	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create", "--topic", "demo"), exitOK)
+	for _, args := range [][]string{
+		{"--delay", "30s", "--count", "3"},
+		{"--delay", "2h", "--count", "2"},
+		{"--at", "2020-01-01T00:00:00Z", "--force"},
+	} {
+		mustCode(t, kdelay(t, t.Context(), env, nil, append([]string{"send", "--target", "demo", "--value", "x"}, args...)...), exitOK)
+	}
+	cl, _ := admin(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: "delay-topic", Partition: 1, Value: []byte("no headers")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := kdelay(t, t.Context(), env, nil, "status", "--pending", "--json")
+	mustCode(t, r, exitOK)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Pending == nil {
+		t.Fatalf("status --pending --json: %v\n%s", err, r.stdout)
+	}
+	pr := rep.Pending
+	if pr.Total != 7 || pr.Truncated || len(pr.Levels) != 18 || !slices.Equal(pr.Buckets, []string{"due", "<1m", "<10m", "<1h", "<1d", "later"}) {
+		t.Fatalf("pending = %+v", pr)
+	}
+	for _, tc := range []struct {
+		level, bucket int
+		want          int64
+	}{{1, 0, 1}, {4, 1, 3}, {18, 4, 2}} {
+		if got := pr.Levels[tc.level-1].Counts[tc.bucket]; got != tc.want {
+			t.Errorf("level %d bucket %s: %d, want %d (%+v)", tc.level, pr.Buckets[tc.bucket], got, tc.want, pr.Levels[tc.level-1])
+		}
+	}
+	if pr.Levels[1].Invalid != 1 {
+		t.Errorf("level 2 invalid = %d, want 1", pr.Levels[1].Invalid)
+	}
+
+	r = kdelay(t, t.Context(), env, nil, "status", "--pending", "--pending-max", "2")
+	mustCode(t, r, exitOK)
+	mustContain(t, "status --pending --pending-max 2", r.stdout, "pending records by due time (2 read, TRUNCATED", "LEVEL  DUE  <1M  <10M  <1H  <1D  LATER  INVALID")
+}
