@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -248,10 +249,12 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 	if err != nil {
 		return fmt.Errorf("stamped record does not parse: %w", err)
 	}
-	if !f.force {
-		if err := f.check(ctx, adm, cfg, ps, time.Now()); err != nil {
+	if err := f.check(ctx, adm, cfg, ps, time.Now()); err != nil {
+		var ue *usageError
+		if !f.force || !errors.As(err, &ue) {
 			return err
 		}
+		log.Warn("--force: sending anyway", "refused", strings.TrimSuffix(err.Error(), " (--force sends anyway)"))
 	}
 
 	var bar *progressbar.ProgressBar

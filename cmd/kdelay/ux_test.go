@@ -156,6 +156,7 @@ func TestSendRefusesWhatTheRelayDeadLetters(t *testing.T) {
 		r = kdelay(t, t.Context(), env, nil, append(args, "--force")...)
 		mustCode(t, r, exitOK)
 		mustContain(t, tc.name+" --force", r.stdout, "sent 1 record")
+		mustContain(t, tc.name+" --force", r.stderr, `"msg":"--force: sending anyway"`, tc.want)
 	}
 	// Nothing was sent without --force: 6 records, one per --force.
 	ends, err := adm.ListEndOffsets(t.Context(), "delay-topic")
