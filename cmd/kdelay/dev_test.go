@@ -47,7 +47,7 @@ func TestDev(t *testing.T) {
 		t.Fatalf("exit code %d; stderr:\n%s", code, s.stderr)
 	}
 	t.Logf("exit 0 %s after the signal", took.Round(time.Millisecond))
-	mustContain(t, "dev output", s.stdout.String(), "\nstopped\n")
+	mustContain(t, "dev output", s.stdout.String(), "stopping (at most 5s; Ctrl-C again quits at once)\n", "\nstopped\n")
 }
 
 func TestDevPortBusy(t *testing.T) {
