@@ -33,7 +33,10 @@ topic and forwards every record to its target topic when it is due.
 
 On start it checks that the delay topic exists with levels x
 partitions-per-level partitions and that the dead-letter topic exists, and
-refuses to start otherwise (create them with "kdelay topic create").
+refuses to start otherwise (create them with "kdelay topic create"). A
+missing topic is looked for again during --missing-topic-grace (default
+30s), since a topic created a moment ago may not be in every broker's
+metadata yet.
 
 It serves, on --http-addr, /metrics (Prometheus), /healthz (200 while the
 process runs) and /readyz (200 once the relay has taken up its first
@@ -70,11 +73,25 @@ the group, stop the HTTP server.`,
 // stays up, /healthz 200 and /readyz 503), so a relay started before Kafka,
 // or while Kafka is down, waits instead of crash-looping. A missing or
 // mis-sized topic is an error at once: waiting would not fix it.
+//
+// A missing topic may be one created a moment ago that this broker's
+// metadata does not show yet: it is looked for again every 250ms for
+// cfg.MissingTopicGrace before the error.
 func waitForTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	backoff := time.Second
+	graceEnd := time.Now().Add(cfg.MissingTopicGrace)
 	for {
 		err := checkTopicsWith(ctx, cfg, log)
 		var le *layoutError
+		if errors.As(err, &le) && le.missing && time.Now().Before(graceEnd) && ctx.Err() == nil {
+			log.Info("topic not found; looking again in case it was just created", "err", err, "grace_left", time.Until(graceEnd).Round(time.Second).String())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
 		if err == nil || errors.As(err, &le) || ctx.Err() != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"reflect"
@@ -55,6 +56,7 @@ var relaySettings = []setting{
 	{"target-allow", "TARGET_ALLOW", "strings", "glob patterns of allowed target topics, comma-separated (default: all)"},
 	{"target-deny", "TARGET_DENY", "strings", "glob patterns of denied target topics, comma-separated"},
 	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
+	{"missing-topic-grace", "MISSING_TOPIC_GRACE", "duration", "how long run waits for a missing delay or dead-letter topic (just created, not yet in every broker's metadata) before it exits"},
 }
 
 func findSetting(name string) setting {
@@ -127,6 +129,30 @@ func (a *app) addSetting(fs *pflag.FlagSet, s setting, def string) {
 	fs.Var(v, s.flag, fmt.Sprintf("%s (env %s%s)", s.usage, config.Prefix, s.env))
 }
 
+// loadClientConfig is loadConfig for the client commands (send, status,
+// topic, levels, dlq): they log at warn, so kgo's connection chatter does
+// not bury their output, unless --log-level or KDELAY_LOG_LEVEL says
+// otherwise.
+func (a *app) loadClientConfig(cmd *cobra.Command) (config.Config, error) {
+	var overrides map[string]string
+	if _, set := a.environ[config.Prefix+"LOG_LEVEL"]; !set && !cmd.Flags().Changed("log-level") {
+		overrides = map[string]string{config.Prefix + "LOG_LEVEL": "warn"}
+	}
+	return a.loadConfig(cmd, overrides)
+}
+
+// warnUnknown logs one warning per KDELAY_* variable that no setting reads,
+// naming the closest known one.
+func warnUnknown(log *slog.Logger, environ map[string]string) {
+	for _, u := range config.UnknownVariables(environ) {
+		if u.Closest != "" {
+			log.Warn("unknown variable ignored; did you mean "+u.Closest+"?", "variable", u.Name)
+		} else {
+			log.Warn("unknown variable ignored", "variable", u.Name)
+		}
+	}
+}
+
 // environMap returns the process environment as a map.
 func environMap() map[string]string {
 	m := make(map[string]string)
@@ -164,6 +190,7 @@ func (a *app) loadConfig(cmd *cobra.Command, overrides map[string]string) (confi
 	maps.Copy(env, overrides)
 	cfg, err := config.Load(env)
 	if err == nil {
+		warnUnknown(cfg.Logger(a.stderr), a.environ)
 		return cfg, nil
 	}
 	// One line per variable: a value that does not parse is also reported
