@@ -106,7 +106,8 @@ func checkCommon(t *testing.T, m *manifests) (*appsv1.StatefulSet, *corev1.Conta
 	// Configuration.
 	for _, k := range []string{"KDELAY_BROKERS", "KDELAY_TOPIC", "KDELAY_GROUP", "KDELAY_LEVELS", "KDELAY_PARTITIONS_PER_LEVEL",
 		"KDELAY_MAX_DELAY", "KDELAY_LOG_LEVEL", "KDELAY_WHEEL_SYNC", "KDELAY_CLIENT_ID", "KDELAY_FETCH_MAX_WAIT",
-		"KDELAY_SESSION_TIMEOUT", "KDELAY_TARGET_MISSING_TIMEOUT", "KDELAY_MISSING_TOPIC_GRACE"} {
+		"KDELAY_SESSION_TIMEOUT", "KDELAY_TARGET_MISSING_TIMEOUT", "KDELAY_MISSING_TOPIC_GRACE",
+		"KDELAY_RETRY_TIMEOUT", "KDELAY_STALL_TIMEOUT", "KDELAY_ALLOW_LEVEL_CHANGE"} {
 		if env[k] == "" {
 			t.Errorf("env %s not set", k)
 		}
@@ -308,6 +309,9 @@ func TestAllOn(t *testing.T) {
 		"KDELAY_SESSION_TIMEOUT":        "20s",
 		"KDELAY_TARGET_MISSING_TIMEOUT": "2m",
 		"KDELAY_MISSING_TOPIC_GRACE":    "45s",
+		"KDELAY_RETRY_TIMEOUT":          "5m",
+		"KDELAY_STALL_TIMEOUT":          "10m",
+		"KDELAY_ALLOW_LEVEL_CHANGE":     "false",
 		"GOMEMLIMIT":                    strconv.Itoa(1 << 30 * 3 / 4),
 		"KDELAY_SASL_MECHANISM":         "SCRAM-SHA-512",
 		"KDELAY_SASL_USERNAME":          "kdelay",
@@ -513,7 +517,7 @@ func checkDashboard(t *testing.T, m *manifests) {
 	checkMetricNames(t, "dashboard", exprs)
 	for _, want := range []string{
 		"max by (pod) (kdelay_ready",
-		"sum by (kind) (rate(kdelay_produce_retries_total",
+		"sum by (reason) (rate(kdelay_produce_retries_total",
 		"sum by (pod) (kdelay_assigned_partitions",
 		// Idle levels export 0 (they would plot at about -1.8e9 s).
 		"min by (level) (kdelay_next_due_timestamp_seconds{namespace=~\"$namespace\",pod=~\"$pod\"} > 0) - time()",

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/relay"
@@ -120,7 +121,9 @@ func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
 // franz-go's kdelay_kafka_* family), each with its sorted label names.
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
-	cfg, err := config.Load(map[string]string{"KDELAY_DATA_DIR": t.TempDir(), "KDELAY_BROKERS": "127.0.0.1:1"})
+	// New checks the delay topic (binding.go): an in-process broker has it.
+	_, addr := newCluster(t, kfake.SeedTopics(18, "delay-topic"))
+	cfg, err := config.Load(map[string]string{"KDELAY_DATA_DIR": t.TempDir(), "KDELAY_BROKERS": addr})
 	if err != nil {
 		t.Fatal(err)
 	}

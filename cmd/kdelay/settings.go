@@ -57,6 +57,9 @@ var relaySettings = []setting{
 	{"target-deny", "TARGET_DENY", "strings", "glob patterns of denied target topics, comma-separated"},
 	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
 	{"missing-topic-grace", "MISSING_TOPIC_GRACE", "duration", "how long run waits for a missing delay or dead-letter topic (just created, not yet in every broker's metadata) before it exits"},
+	{"retry-timeout", "RETRY_TIMEOUT", "duration", "how long a produce error kdelay does not classify is retried before the record is dead-lettered with the error"},
+	{"stall-timeout", "STALL_TIMEOUT", "duration", "due work and no delivery for this long: /healthz answers 503 so that a supervisor restarts the relay"},
+	{"allow-level-change", "ALLOW_LEVEL_CHANGE", "bool", "start although records still pending were written under another level table (their kdelay-level is then read by the new table)"},
 }
 
 func findSetting(name string) setting {
@@ -88,6 +91,10 @@ func (v *settingValue) Set(s string) error {
 	case "int":
 		if _, err := strconv.Atoi(s); err != nil {
 			return errors.New("not an integer")
+		}
+	case "bool":
+		if _, err := strconv.ParseBool(s); err != nil {
+			return errors.New("not a boolean (true or false)")
 		}
 	}
 	v.value = s
@@ -127,6 +134,9 @@ func (a *app) addSetting(fs *pflag.FlagSet, s setting, def string) {
 		v.value = e
 	}
 	fs.Var(v, s.flag, fmt.Sprintf("%s (env %s%s)", s.usage, config.Prefix, s.env))
+	if s.kind == "bool" {
+		fs.Lookup(s.flag).NoOptDefVal = "true" // --allow-level-change alone means true
+	}
 }
 
 // loadClientConfig is loadConfig for the client commands (send, status,

@@ -165,6 +165,12 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
   value: {{ .Values.config.targetMissingTimeout | quote }}
 - name: KDELAY_MISSING_TOPIC_GRACE
   value: {{ .Values.config.missingTopicGrace | quote }}
+- name: KDELAY_RETRY_TIMEOUT
+  value: {{ .Values.config.retryTimeout | quote }}
+- name: KDELAY_STALL_TIMEOUT
+  value: {{ .Values.config.stallTimeout | quote }}
+- name: KDELAY_ALLOW_LEVEL_CHANGE
+  value: {{ .Values.config.allowLevelChange | quote }}
 {{- if .Values.kafka.sasl.enabled }}
 - name: KDELAY_SASL_MECHANISM
   value: {{ .Values.kafka.sasl.mechanism | quote }}
