@@ -350,6 +350,8 @@ func buildParse(t *testing.T) parseFile {
 		{"deliver-at rfc3339 offset 24h", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "2025-12-02T09:01:30+24:00")},
 		{"deliver-at rfc3339 leap day", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "2028-02-29T00:00:00Z")},
 		{"deliver-at rfc3339 1970", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "1970-01-01T00:00:00Z")},
+		{"deliver-at rfc3339 1970 in its own zone, before 1970 in UTC", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "1970-01-01T00:30:00+01:00")},
+		{"deliver-at rfc3339 max zone offset", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "2025-12-01T09:01:30-24:60")},
 		{"deliver-at rfc3339 spaces", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, " 2025-12-01T09:01:30Z ")},
 		{"deliver-at last day accepted", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "9999-12-31T00:00:00Z")},
 		{"deliver-at max ms", def, 1, ts, vhdrs(tg, "orders", HeaderDeliverAt, "253402214400000")},
@@ -480,8 +482,8 @@ type stampVector struct {
 	// WantPartition is null for a null key on a level with several
 	// partitions: any partition of [WantFrom, WantTo).
 	WantPartition *int32    `json:"want_partition,omitempty"`
-	WantFrom      int32     `json:"want_from,omitempty"`
-	WantTo        int32     `json:"want_to,omitempty"`
+	WantFrom      int32     `json:"want_from"`
+	WantTo        int32     `json:"want_to"`
 	WantHeaders   []vHeader `json:"want_headers,omitempty"`
 }
 
