@@ -316,6 +316,11 @@ func buildParse(t *testing.T) parseFile {
 		{"delay unicode space trimmed", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "\u00a030s\u3000")},
 		{"delay many fraction digits", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "1.000000000000000000000001s")},
 		{"delay float rounding", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "0.3333333333h")},
+		// Go computes fractions in float64 and truncates: 8000001 ns exactly,
+		// 8000000 ns in Go, so due in 8 ms, not 9.
+		{"delay float64 fraction truncation", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "0.00000222222250h")},
+		{"delay float64 fraction truncation long", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "0.288232222222500000h")},
+		{"delay float64 fraction truncation minutes", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "0.00003333335000m")},
 		{"delay long fraction hours", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "1.99999999999999999999h")},
 		{"delay max 100y", day, 1, ts, vhdrs(tg, "orders", HeaderDelay, "876000h")},
 		{"delay max ms", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "3153600000000")},
