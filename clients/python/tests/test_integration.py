@@ -44,6 +44,10 @@ def _require():
     return brokers, binary
 
 
+def levels_partitions():
+    return kdelay.Levels.parse(LEVELS, K).partitions
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -70,6 +74,17 @@ def relay(tmp_path):
     target = f"py-target-{rid}"
     for f in admin.create_topics([NewTopic(target, num_partitions=3, replication_factor=1)]).values():
         f.result(30)
+    # `kdelay topic create` returns before a new topic shows in every
+    # metadata response, and `kdelay run` refuses to start on a missing
+    # topic: wait until the broker lists all three with their partitions.
+    want = {env["KDELAY_TOPIC"]: levels_partitions(), env["KDELAY_TOPIC"] + ".dlq": 1, target: 3}
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(timeout=10).topics
+        if all(t in md and md[t].error is None and len(md[t].partitions) == n for t, n in want.items()):
+            break
+        assert time.monotonic() < deadline, f"topics not in metadata after 30 s: {want}"
+        time.sleep(0.1)  # polling metadata: no event to wait on
     port = _free_port()
     log_path = tmp_path / "relay.log"
     log = open(log_path, "wb")

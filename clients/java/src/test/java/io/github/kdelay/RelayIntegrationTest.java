@@ -89,6 +89,10 @@ class RelayIntegrationTest {
     run(bin, env, "topic", "create");
     try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, brokers))) {
       admin.createTopics(List.of(new NewTopic(target, 3, (short) 1))).all().get(30, TimeUnit.SECONDS);
+      // `kdelay topic create` returns before a new topic shows in every
+      // metadata response, and `kdelay run` refuses to start on a missing
+      // topic: wait until the broker describes all three.
+      awaitTopics(admin, Map.of(delayTopic, KdelayLevels.parse(LEVELS, K).partitions(), delayTopic + ".dlq", 1, target, 3));
       Process relay = startRelay(bin, env);
       try {
         check(brokers, admin, env.get("KDELAY_GROUP"), delayTopic, target);
@@ -207,6 +211,22 @@ class RelayIntegrationTest {
     }
     System.out.printf("RelayIntegrationTest: %d records delivered once, none early, lateness max %d ms%n", sent.size(),
         got.values().stream().mapToLong(rs -> rs.get(0).timestamp() - sent.get(rs.get(0).key()).dueMs()).max().orElse(0));
+  }
+
+  private static void awaitTopics(Admin admin, Map<String, Integer> want) throws Exception {
+    long deadline = System.currentTimeMillis() + 30_000;
+    while (true) {
+      try {
+        var d = admin.describeTopics(want.keySet()).allTopicNames().get(10, TimeUnit.SECONDS);
+        if (want.entrySet().stream().allMatch(e -> d.get(e.getKey()).partitions().size() == e.getValue())) {
+          return;
+        }
+      } catch (java.util.concurrent.ExecutionException notYet) {
+        // UnknownTopicOrPartitionException until the metadata has caught up
+      }
+      if (System.currentTimeMillis() > deadline) fail("topics not in metadata after 30 s: " + want);
+      Thread.sleep(100); // polling metadata: no event to wait on
+    }
   }
 
   private static void awaitCommitted(Admin admin, String group, String topic, long deadline) throws Exception {
