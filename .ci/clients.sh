@@ -106,7 +106,7 @@ java_tests() {
 }
 
 python_tests() {
-  (cd clients/python && "$VENV/bin/python" -m pytest -p no:cacheprovider -rs -q --junitxml="$WORK/pytest.xml")
+  (cd clients/python && "$VENV/bin/python" -m pytest -p no:cacheprovider -rs -q -s --junitxml="$WORK/pytest.xml")
   no_skips "$WORK/pytest.xml"
 }
 
