@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/offsetmap"
 	"github.com/kdelay/kdelay/wheel"
 )
 
@@ -89,7 +90,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		// heads: the failing records hold back their own partition only.
 		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
 			rec := ps.queue[0]
-			if ps.catchingUp(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+			if ps.catchingUp(rec.Offset) || ps.knownDone(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
 				// Read again after a restart or a seek, but its outcome is
 				// already the wheel's; or a transaction marker.
 				ps.pop()
@@ -597,6 +598,19 @@ func (ps *partState) catchingUp(off int64) bool {
 		ps.catchUp, ps.fired = -1, nil
 	}
 	return ok
+}
+
+// knownDone reports whether the commit metadata said off is done (by an
+// earlier owner), and forgets that set once the queue is past it.
+func (ps *partState) knownDone(off int64) bool {
+	if ps.known.End <= ps.known.Base {
+		return false
+	}
+	done := ps.known.Done(off)
+	if off >= ps.known.End-1 {
+		ps.known = offsetmap.Set{}
+	}
+	return done
 }
 
 // takeRetries removes and returns the retries due at now.
