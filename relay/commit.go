@@ -67,6 +67,28 @@ func doneOfMetadata(md string, base int64) (offsetmap.Set, bool, error) {
 	return s, true, nil
 }
 
+// doneFromMetadata marks done the wheel entries of partition p that the
+// committed done set says were delivered: a relay that crashed after its
+// commit and before its wheel write would fire them again. r.mu is held.
+func (r *Relay) doneFromMetadata(p int32, done offsetmap.Set) {
+	if r.wheel == nil || done.End <= done.Base {
+		return
+	}
+	var fired []int64
+	r.wheel.EachPending(p, done.Base, done.End-1, func(o int64) bool {
+		if done.Done(o) {
+			fired = append(fired, o)
+		}
+		return true
+	})
+	for _, o := range fired {
+		if err := r.wheel.Done(p, o); err != nil {
+			r.wheelFailed("done", err)
+			return
+		}
+	}
+}
+
 // commitReq is one partition's commit.
 type commitReq struct {
 	at   kgo.EpochOffset
@@ -143,6 +165,20 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) string {
 	return md + metaDone + enc
 }
 
+// committed records the commits that went through: all of reqs when only
+// is nil, else those in only. r.mu is held.
+func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
+	for p, c := range reqs {
+		if only != nil && !only[p] {
+			continue
+		}
+		if ps := r.parts[p]; ps != nil {
+			ps.commit = max(ps.commit, c.at.Offset)
+			ps.commitEnd = max(ps.commitEnd, c.end)
+		}
+	}
+}
+
 // commit commits reqs synchronously, each with its metadata, without
 // holding r.mu. It runs every iteration, so a failed commit is retried
 // even when no new record arrives.
@@ -187,12 +223,7 @@ func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) {
 		})
 	r.m.commitTime.Observe(time.Since(start).Seconds())
 	r.mu.Lock()
-	for p := range committed {
-		if ps := r.parts[p]; ps != nil {
-			ps.commit = max(ps.commit, reqs[p].at.Offset)
-			ps.commitEnd = max(ps.commitEnd, reqs[p].end)
-		}
-	}
+	r.committed(reqs, committed)
 	r.mu.Unlock()
 	if cerr != nil {
 		// The next iteration commits again; meanwhile a crash would

@@ -416,7 +416,7 @@ func classify(err error) errClass {
 		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRecord),
 		errors.Is(err, kerr.CorruptMessage), errors.Is(err, kerr.InvalidTimestamp):
 		return errRejected
-	case kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
+	case errors.Is(err, errTxnAborted), kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, context.DeadlineExceeded), isNetErr(err):
 		return errRetriable
 	}
@@ -505,7 +505,10 @@ func (r *Relay) settle(b []*item, now time.Time) []*item {
 // or an earlier one) settled, wheel entries done, the wheel flushed.
 // Records in flight or set aside for a retry hold back their partition's
 // commit and its persisted watermark.
-func (r *Relay) finish(b []*item) {
+//
+// flush says whether to flush the wheel; exactly-once mode flushes only
+// after its transaction committed.
+func (r *Relay) finish(b []*item, flush bool) {
 	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
 	var in []*item
 	for _, it := range b {
@@ -562,7 +565,7 @@ func (r *Relay) finish(b []*item) {
 			r.wheel.SetHandled(p, min(ps.handled, ps.lowestUnsettled(true)-1))
 		}
 	}
-	if r.wheel != nil {
+	if flush && r.wheel != nil {
 		if err := r.wheel.Flush(); err != nil {
 			r.wheelFailed("flush", err)
 		}

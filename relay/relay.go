@@ -85,6 +85,7 @@ type Relay struct {
 	pol       policy
 	m         *metrics
 	cl        *kgo.Client
+	txn       *kgo.GroupTransactSession // exactly-once mode; nil at least once
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
@@ -249,6 +250,16 @@ func New(opts Options) (*Relay, error) {
 		kopts = append(kopts, kgo.InstanceID(cfg.InstanceID))
 	}
 	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
+	if cfg.Delivery == ExactlyOnce {
+		kopts = append(kopts, kgo.TransactionalID(transactionalID(cfg.Group, cfg.InstanceID)), kgo.TransactionTimeout(txnTimeout))
+		sess, err := kgo.NewGroupTransactSession(kopts...)
+		if err != nil {
+			r.wheel.Close()
+			return nil, fmt.Errorf("relay: kafka transactional client: %w", err)
+		}
+		r.txn, r.cl = sess, sess.Client()
+		return r, nil
+	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		r.wheel.Close()
@@ -397,6 +408,13 @@ func (r *Relay) loop(ctx, work context.Context) error {
 				ps.hwm = fp.HighWatermark
 			}
 		})
+		if r.txn != nil {
+			if err := r.txn.Begin(); err != nil {
+				r.mu.Unlock()
+				r.cl.AllowRebalance()
+				return fmt.Errorf("relay: begin transaction: %w", err)
+			}
+		}
 		fetches.EachRecord(func(rec *kgo.Record) {
 			if !seeked[rec.Partition] { // polled before the seek: read again after it
 				r.enqueue(rec)
@@ -406,18 +424,28 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		b, solo, started := r.collect(work, now)
 		r.mu.Unlock()
 
-		if err := r.deliver(work, solo, started); err != nil {
+		if r.txn != nil {
+			// endTxn below waits for every attempt.
+		} else if err := r.deliver(work, solo, started); err != nil {
 			// Shutdown timeout while waiting: hand the batch back.
 			// Nothing of it is committed; the next owner re-reads it.
 			r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b)+len(solo), "err", err)
 			r.cl.AllowRebalance()
 			return nil
 		}
-		r.mu.Lock()
-		r.finish(b)
-		offsets := r.commitOffsets()
-		r.mu.Unlock()
-		r.commit(work, offsets)
+		if r.txn != nil {
+			if err := r.endTxn(work, b, solo, started); err != nil {
+				r.log.Warn("shutdown: transaction aborted, batch handed back", "records", len(b)+len(solo), "err", err)
+				r.cl.AllowRebalance()
+				return nil
+			}
+		} else {
+			r.mu.Lock()
+			r.finish(b, true)
+			offsets := r.commitOffsets()
+			r.mu.Unlock()
+			r.commit(work, offsets)
+		}
 		r.mu.Lock()
 		r.updatePauses()
 		r.updateGauges(now)
@@ -427,9 +455,12 @@ func (r *Relay) loop(ctx, work context.Context) error {
 	}
 	// Shutdown: what is in flight lands (or the shutdown timeout passes),
 	// and what landed is committed.
+	if r.txn != nil {
+		return nil // every transaction ended with its iteration
+	}
 	r.drain(work)
 	r.mu.Lock()
-	r.finish(nil)
+	r.finish(nil, true)
 	offsets := r.commitOffsets()
 	r.mu.Unlock()
 	r.commit(work, offsets)
@@ -627,6 +658,7 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 				if err := r.wheel.Trim(p, c.at); err != nil {
 					r.wheelFailed("trim", err)
 				}
+				r.doneFromMetadata(p, c.done)
 				st.handled = max(r.wheel.Handled(p), st.handled)
 				if hi, ok := r.wheel.Highest(p); ok && hi > st.handled {
 					st.catchUp, st.fired = hi, make(map[int64]struct{})
