@@ -113,6 +113,13 @@ type Config struct {
 	// and offset commit are one Kafka transaction: consumers reading with
 	// isolation.level=read_committed see each record once.
 	Delivery string `env:"DELIVERY" envDefault:"at-least-once"`
+	// TransactionalID, KDELAY_TRANSACTIONAL_ID: the exactly-once relay's
+	// transactional ID. Default kdelay-<group>-<KDELAY_INSTANCE_ID>, else
+	// kdelay-<group>-<host name> (the pod name in a StatefulSet). It must be
+	// stable across restarts of one relay (a restart then aborts what the
+	// previous process left open at once) and unique among live relays (two
+	// with one ID fence each other: the older one stops).
+	TransactionalID string `env:"TRANSACTIONAL_ID"`
 	// RetryTimeout, KDELAY_RETRY_TIMEOUT: how long a record whose produce
 	// fails with an error kdelay does not classify is retried before it is
 	// dead-lettered with the error as its reason; default 2m. Retriable

@@ -522,7 +522,11 @@ type arrival struct {
 
 func startObserver(t *testing.T, topics ...string) *observer {
 	t.Helper()
+	// read_committed: what a consumer of an exactly-once relay reads (the
+	// at-least-once relay writes no transactions, so it changes nothing).
 	cl := newClient(t, suite.seeds, kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // so that its position passes transaction markers
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -535,6 +539,13 @@ func startObserver(t *testing.T, topics ...string) *observer {
 			now := time.Now()
 			o.mu.Lock()
 			fs.EachRecord(func(r *kgo.Record) {
+				if o.next[r.Topic] == nil {
+					o.next[r.Topic] = make(map[int32]int64)
+				}
+				if r.Attrs.IsControl() {
+					o.next[r.Topic][r.Partition] = r.Offset + 1
+					return
+				}
 				a := arrival{topic: r.Topic, partition: r.Partition, offset: r.Offset, at: now, ts: r.Timestamp, value: r.Value, headers: r.Headers}
 				for _, h := range r.Headers {
 					switch h.Key {

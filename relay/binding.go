@@ -176,7 +176,7 @@ func (r *Relay) pendingPartitions(ctx context.Context, adm *kadm.Client) (map[in
 		return nil, nil, fmt.Errorf("relay: end offsets of %s: %w", r.cfg.Topic, err)
 	}
 	commits := make(map[int32]commitInfo)
-	resp, err := adm.FetchOffsets(ctx, r.cfg.Group)
+	resp, err := adm.FetchOffsets(kadm.RequireStable(ctx), r.cfg.Group)
 	if err == nil {
 		err = resp.Error()
 	}

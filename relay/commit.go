@@ -92,8 +92,9 @@ func (r *Relay) doneFromMetadata(p int32, done offsetmap.Set) {
 // commitReq is one partition's commit.
 type commitReq struct {
 	at   kgo.EpochOffset
-	end  int64  // every offset below end is done or listed open in meta
-	meta string // the commit metadata
+	end  int64         // every offset below end is done or listed open in meta
+	meta string        // the commit metadata
+	done offsetmap.Set // the done set in meta (empty when left out)
 }
 
 // commitOffsets returns, for each owned partition whose commit or done set
@@ -113,24 +114,25 @@ func (r *Relay) commitOffsets() map[int32]commitReq {
 			}
 		}
 		end := ps.handled + 1
-		if off <= ps.commit && end <= ps.commitEnd {
+		if off <= ps.commit && end <= ps.commitEnd && !ps.dirty {
 			continue
 		}
-		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: r.metadata(p, ps, off, end)}
+		md, done := r.metadata(p, ps, off, end)
+		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: md, done: done}
 	}
 	return out
 }
 
 // metadata is the commit metadata of partition p committed at off, with
 // the done set of [off, end) when it fits.
-func (r *Relay) metadata(p int32, ps *partState, off, end int64) string {
+func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offsetmap.Set) {
 	md := metaPrefix + r.bind.Levels
 	if end <= off+1 {
-		return md // nothing done above the commit
+		return md, offsetmap.Set{} // nothing done above the commit
 	}
 	if end-off > offsetmap.MaxSpan {
 		r.m.metaOverflow.Inc()
-		return md
+		return md, offsetmap.Set{}
 	}
 	var open []int64
 	overflow := false
@@ -150,19 +152,20 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) string {
 	}
 	if overflow || len(open) > maxOpen {
 		r.m.metaOverflow.Inc()
-		return md
+		return md, offsetmap.Set{}
 	}
 	slices.Sort(open)
 	open = slices.Compact(open)
-	enc, err := offsetmap.Encode(offsetmap.Set{Base: off, End: end, Open: open}, r.metaLimit-len(md)-len(metaDone))
+	set := offsetmap.Set{Base: off, End: end, Open: open}
+	enc, err := offsetmap.Encode(set, r.metaLimit-len(md)-len(metaDone))
 	if err != nil {
 		if !errors.Is(err, offsetmap.ErrTooLarge) {
 			r.log.Error("encode the done set; committing without it", "partition", p, "err", err)
 		}
 		r.m.metaOverflow.Inc()
-		return md
+		return md, offsetmap.Set{}
 	}
-	return md + metaDone + enc
+	return md + metaDone + enc, set
 }
 
 // committed records the commits that went through: all of reqs when only
@@ -175,6 +178,8 @@ func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
 		if ps := r.parts[p]; ps != nil {
 			ps.commit = max(ps.commit, c.at.Offset)
 			ps.commitEnd = max(ps.commitEnd, c.end)
+			ps.dirty = false
+			ps.doneSet = c.done
 		}
 	}
 }

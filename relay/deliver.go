@@ -232,6 +232,12 @@ func (r *Relay) resyncPartition(ps *partState) {
 	ps.catchUp, ps.fired = -1, nil
 	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
 	r.resync[ps.p] = max(ps.commit, 0)
+	// What the last commit said is done above it stays done: read again,
+	// it is skipped (a duplicate otherwise; in exactly-once mode a
+	// duplicate that consumers would see).
+	if ps.doneSet.Base == ps.commit {
+		ps.known = ps.doneSet
+	}
 }
 
 func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) (*kgo.Record, bool) {
@@ -535,6 +541,9 @@ func (r *Relay) finish(b []*item, flush bool) {
 	for _, it := range r.settle(in, r.now()) {
 		lvl := levelLabel(it.level)
 		r.progress()
+		if ps := r.parts[it.part]; ps != nil {
+			ps.dirty = true
+		}
 		switch it.kind {
 		case kForward, kFire:
 			path := "direct"

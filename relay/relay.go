@@ -39,6 +39,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 
@@ -133,6 +134,8 @@ type partState struct {
 	fired   map[int64]struct{}
 
 	commitEnd int64         // end of the done set last committed
+	dirty     bool          // records settled since the last commit: the done set changed
+	doneSet   offsetmap.Set // the done set of the last commit (what a resync may skip)
 	known     offsetmap.Set // done above the commit, from the commit metadata
 }
 
@@ -251,7 +254,7 @@ func New(opts Options) (*Relay, error) {
 	}
 	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
 	if cfg.Delivery == ExactlyOnce {
-		kopts = append(kopts, kgo.TransactionalID(transactionalID(cfg.Group, cfg.InstanceID)), kgo.TransactionTimeout(txnTimeout))
+		kopts = append(kopts, kgo.TransactionalID(r.transactionalID()), kgo.TransactionTimeout(txnTimeout))
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
 			r.wheel.Close()
@@ -653,7 +656,7 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		switch {
 		case ok:
 			st.commit, st.handled = c.at, c.at-1
-			st.known, st.commitEnd = c.done, c.done.End
+			st.known, st.commitEnd, st.doneSet = c.done, c.done.End, c.done
 			if r.wheel != nil {
 				if err := r.wheel.Trim(p, c.at); err != nil {
 					r.wheelFailed("trim", err)
@@ -708,9 +711,17 @@ type commitInfo struct {
 func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) (map[int32]commitInfo, bool) {
 	out := make(map[int32]commitInfo)
 	var err error
-	for attempt, wait := 0, 200*time.Millisecond; attempt < 4; attempt, wait = attempt+1, 2*wait {
+	// Retriable errors (an offset commit pending in another relay's open
+	// transaction: UNSTABLE_OFFSET_COMMIT; a coordinator moving) are
+	// retried until the transaction timeout has surely passed; others a
+	// few times.
+	deadline := r.now().Add(2 * txnTimeout)
+	for attempt, wait := 0, 200*time.Millisecond; attempt < 4 || (kerr.IsRetriable(err) && r.now().Before(deadline)); attempt, wait = attempt+1, min(2*wait, 2*time.Second) {
 		var resp kadm.OffsetResponses
-		resp, err = kadm.NewClient(cl).FetchOffsets(ctx, r.cfg.Group)
+		// RequireStable: a commit pending in an open transaction (exactly-
+		// once mode, the previous owner's last batch) is waited for, not
+		// read as the older one.
+		resp, err = kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), r.cfg.Group)
 		if err == nil {
 			err = resp.Error()
 		}
@@ -732,7 +743,7 @@ func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) (map[int32]c
 		}
 		select {
 		case <-ctx.Done():
-			attempt = 4
+			return out, false
 		case <-time.After(wait):
 		}
 	}

@@ -45,29 +45,67 @@ var errTxnAborted = errors.New("relay: transaction aborted")
 // dies mid-transaction holds back read_committed consumers of its targets
 // at most this long (a restart with the same transactional ID aborts the
 // open transaction at once).
-const txnTimeout = 30 * time.Second
+const txnTimeout = 20 * time.Second
 
-// transactionalID is the relay's stable transactional ID: kdelay-<group>-
-// followed by KDELAY_INSTANCE_ID, else the host name (the pod name in a
-// StatefulSet). Two live relays with one ID fence each other: the older one
-// stops with a ProducerFenced error.
-func transactionalID(group, instanceID string) string {
-	id := instanceID
+// txnWait bounds how long a transaction waits for its produces before it
+// is aborted and its records set aside; below txnTimeout.
+const txnWait = 8 * time.Second
+
+// transactionalID is the relay's stable transactional ID:
+// KDELAY_TRANSACTIONAL_ID, else kdelay-<group>- followed by
+// KDELAY_INSTANCE_ID, else the host name (the pod name in a StatefulSet).
+// Two live relays with one ID fence each other: the older one stops with a
+// ProducerFenced error.
+func (r *Relay) transactionalID() string {
+	if r.cfg.TransactionalID != "" {
+		return r.cfg.TransactionalID
+	}
+	id := r.cfg.InstanceID
 	if id == "" {
 		id, _ = os.Hostname()
 	}
 	if id == "" {
 		id = "relay"
 	}
-	return "kdelay-" + group + "-" + id
+	return "kdelay-" + r.cfg.Group + "-" + id
 }
 
 // endTxn waits for every attempt of the batch, then commits the
 // transaction with the batch's offsets, or aborts it. It returns an error
 // only when ctx ends first.
 func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) error {
+	stuck := time.NewTimer(txnWait)
+	defer stuck.Stop()
 	select {
 	case <-started.done:
+	case <-stuck.C:
+		// A produce that does not land (a broker away, a coordinator that
+		// moved) would hold the transaction open: abort it, which fails
+		// what is still buffered; the records are produced again.
+		r.log.Warn("transaction's produces not done; aborting it", "after", txnWait)
+		r.m.txns.WithLabelValues("aborted").Inc()
+		r.abortTxn("produces not done")
+		select {
+		case <-started.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.mu.Lock()
+		for _, ps := range r.parts {
+			for _, it := range ps.flight {
+				if it.err == nil {
+					it.err = errTxnAborted
+				}
+			}
+		}
+		for _, it := range solo { // not produced yet: set aside again
+			if ps := r.parts[it.part]; ps != nil {
+				ps.retries = append(ps.retries, it)
+			}
+		}
+		r.finish(b, true)
+		r.mu.Unlock()
+		return nil
 	case <-ctx.Done():
 		r.abortTxn("shutdown")
 		return ctx.Err()
@@ -100,6 +138,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	}
 	if failed {
 		r.mu.Unlock()
+		r.m.txns.WithLabelValues("aborted").Inc()
 		r.abortTxn("a produce failed")
 		r.mu.Lock()
 		for _, ps := range r.parts {
@@ -118,7 +157,13 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	r.mu.Unlock()
 
 	start := time.Now()
-	committed, err := r.txn.End(kgo.PreTxnCommitFnContext(ctx, r.txnCommitRequest(reqs)), kgo.TryCommit)
+	// Bounded: after a broker restart the commit waits for a heartbeat
+	// that needs a rejoin, which this loop blocks until it allows a
+	// rebalance (BlockRebalanceOnPoll); a timeout aborts the transaction
+	// and lets the group recover.
+	ectx, cancel := context.WithTimeout(ctx, txnWait)
+	committed, err := r.txn.End(kgo.PreTxnCommitFnContext(ectx, r.txnCommitRequest(reqs)), kgo.TryCommit)
+	cancel()
 	r.m.txnTime.Observe(time.Since(start).Seconds())
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -134,8 +179,11 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	}
 	r.m.txns.WithLabelValues("aborted").Inc()
 	r.log.Warn("transaction not committed; its partitions are read again from their committed offsets", "err", err, "partitions", len(touched))
+	r.mu.Unlock()
+	r.abortTxn("commit failed") // a no-op unless End left it open
+	r.mu.Lock()
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
-		r.fatal = fmt.Errorf("relay: transactional ID %s: %w (another relay uses it, or the principal may not)", transactionalID(r.cfg.Group, r.cfg.InstanceID), err)
+		r.fatal = fmt.Errorf("relay: transactional ID %s: %w (another relay uses it, or the principal may not)", r.transactionalID(), err)
 	}
 	for p := range touched {
 		if ps := r.parts[p]; ps != nil {
@@ -158,7 +206,6 @@ func (r *Relay) abortTxn(why string) {
 	if _, err := r.txn.End(ctx, kgo.TryAbort); err != nil {
 		r.log.Warn("abort transaction", "why", why, "err", err)
 	}
-	r.m.txns.WithLabelValues("aborted").Inc()
 }
 
 // txnCommitRequest rewrites the TxnOffsetCommit that franz-go builds from
