@@ -112,6 +112,13 @@ func TestTableEdges(t *testing.T) {
 	if _, err := ParseSpec(strconv.FormatInt(maxDays+1, 10) + "d"); err == nil {
 		t.Errorf("ParseSpec(%dd) accepted: overflows", maxDays+1)
 	}
+	// The negative edge: refused either way, but for its own reason.
+	if _, err := ParseSpec("-" + strconv.FormatInt(maxDays, 10) + "d"); err == nil || !strings.Contains(err.Error(), "must be positive") {
+		t.Errorf("ParseSpec(-%dd) = %v, want \"must be positive\"", maxDays, err)
+	}
+	if _, err := ParseSpec("-" + strconv.FormatInt(maxDays+1, 10) + "d"); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("ParseSpec(-%dd) = %v, want \"out of range\"", maxDays+1, err)
+	}
 	if _, err := New([]time.Duration{0}, 1); !errors.Is(err, ErrSpec) {
 		t.Errorf("New(0s) = %v, want ErrSpec", err)
 	}
