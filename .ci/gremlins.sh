@@ -37,9 +37,10 @@ for p in $PKGS; do
   echo "--- gremlins unleash ./$p (workers $WORKERS; lived and timed-out mutants listed)"
   t0=$SECONDS
   set +e
-  # --timeout-coefficient: a loaded 2-core machine needs more than the
-  # default; a mutant that loops is then cut after a few seconds.
-  "$BIN" unleash --workers "$WORKERS" --timeout-coefficient 3 -S lt \
+  # --timeout-coefficient: a mutant's run may take 10x the unmutated one
+  # (a loaded 2-core machine builds slowly; the default timed out mutants
+  # that were not looping); one that loops is cut after some seconds.
+  "$BIN" unleash --workers "$WORKERS" --timeout-coefficient 10 -S lt \
     --threshold-efficacy "$THRESHOLD" "./$p" 2>&1 | tee "$OUT/$p.txt"
   st=${PIPESTATUS[0]}
   set -e

@@ -154,6 +154,10 @@ func TestTableEdges(t *testing.T) {
 		{Delay{Target: "t", Level: -1}, false},
 		{Delay{Target: "t", Delay: 0}, true},
 		{Delay{Target: "t", Delay: time.Second, Partition: new(int32)}, true},
+		{Delay{Target: "t", At: now.Add(time.Second)}, true},
+		{Delay{Target: "t", Delay: time.Second, At: now}, false}, // at most one of the three
+		{Delay{Target: "t", At: now, Level: 1}, false},
+		{Delay{Target: "t", Delay: time.Second, Level: 1}, false},
 		{Delay{Target: "t", Delay: time.Second, Partition: func() *int32 { p := int32(-1); return &p }()}, false},
 	} {
 		r := &kgo.Record{}
