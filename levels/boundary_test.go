@@ -166,3 +166,20 @@ func TestTableEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestRewritesOfFewHeaders: the rewrites of a record with no header, or
+// one, still add exactly their own.
+func TestRewritesOfFewHeaders(t *testing.T) {
+	due := time.UnixMilli(1234)
+	for _, hs := range [][]kgo.RecordHeader{nil, {{Key: "own", Value: []byte("x")}}} {
+		if got := ForwardHeaders(hs, due, "t/0/1"); len(got) != len(hs)+2 || got[len(got)-2].Key != HeaderDueAt || string(got[len(got)-1].Value) != "t/0/1" {
+			t.Errorf("ForwardHeaders(%d headers) = %v", len(hs), got)
+		}
+		if got := DeadLetterHeaders(hs, "why", "t/0/1"); len(got) != len(hs)+2 || string(got[len(got)-2].Value) != "why" {
+			t.Errorf("DeadLetterHeaders(%d headers) = %v", len(hs), got)
+		}
+		if got := CascadeHeaders(hs, due); len(got) != len(hs)+1 || string(got[len(got)-1].Value) != "1234" {
+			t.Errorf("CascadeHeaders(%d headers) = %v", len(hs), got)
+		}
+	}
+}
