@@ -11,10 +11,11 @@ import (
 )
 
 // noFaultP99 bounds the p99 lateness (forwarded timestamp - due time) of a
-// scenario without faults. Real-broker runs measure 15-120 ms
-// (docs/integration.md); the bound leaves room for a loaded CI machine
-// with -race and still catches a wheel or a level that fires seconds late.
-const noFaultP99 = 500 * time.Millisecond
+// scenario without faults. Real-broker runs measure 8-120 ms on an idle
+// machine (docs/integration.md) and up to 409 ms (TestScaledLevels) with
+// -race on two cores shared with other work: the bound leaves room for that
+// and still catches a wheel or a level that fires seconds late.
+const noFaultP99 = time.Second
 
 // checkP99 fails when the p99 lateness of f is above bound.
 func checkP99(t *testing.T, label string, f figures, bound time.Duration) {
