@@ -37,10 +37,10 @@ for p in $PKGS; do
   echo "--- gremlins unleash ./$p (workers $WORKERS; lived and timed-out mutants listed)"
   t0=$SECONDS
   set +e
-  # --timeout-coefficient: a mutant's run may take 10x the unmutated one
+  # --timeout-coefficient: a mutant's run may take 30x the unmutated one
   # (a loaded 2-core machine builds slowly; the default timed out mutants
   # that were not looping); one that loops is cut after some seconds.
-  "$BIN" unleash --workers "$WORKERS" --timeout-coefficient 10 -S lt \
+  "$BIN" unleash --workers "$WORKERS" --timeout-coefficient 30 -S lt \
     --threshold-efficacy "$THRESHOLD" "./$p" 2>&1 | tee "$OUT/$p.txt"
   st=${PIPESTATUS[0]}
   set -e
