@@ -48,11 +48,12 @@ type scenario struct {
 // topic.
 type sentRecord struct {
 	key        string
-	dest       string    // the topic it must arrive at: its target, or the dead-letter topic
-	reason     string    // dead letters: expected substring of kdelay-error
-	due        time.Time // forwarded records: the due time the headers give
-	targetPart int32     // kdelay-target-partition, -1 if none
-	partition  int32     // where it was written in the delay topic
+	dest       string        // the topic it must arrive at: its target, or the dead-letter topic
+	reason     string        // dead letters: expected substring of kdelay-error
+	due        time.Time     // forwarded records: the due time the headers give
+	targetPart int32         // kdelay-target-partition, -1 if none
+	delay      time.Duration // forwarded records: due minus the record timestamp
+	partition  int32         // where it was written in the delay topic
 	offset     int64
 	value      []byte
 	own        []kgo.RecordHeader // the producer's own headers
@@ -266,7 +267,7 @@ func (s *scenario) register(r *kgo.Record) {
 	if reason, ok := s.deadFor[key]; ok {
 		sr.dest, sr.reason = s.dlq, reason
 	} else if sch, err := s.tab.Parse(r.Headers, r.Timestamp); err == nil {
-		sr.dest, sr.due, sr.targetPart = sch.Target, sch.Due, sch.TargetPartition
+		sr.dest, sr.due, sr.targetPart, sr.delay = sch.Target, sch.Due, sch.TargetPartition, sch.Delay
 	} else {
 		sr.dest, sr.reason = s.dlq, "" // breaks the contract: any reason
 	}

@@ -617,7 +617,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("wheel: sync dir: %w", err)
 	}
-	err = d.Sync()
+	err = fsync(d)
 	if e := d.Close(); err == nil {
 		err = e
 	}
