@@ -28,15 +28,23 @@ func doneSetRun(t *testing.T, limit int) (dups int, overflow float64) {
 	}
 	h.collect(20*time.Second, allKeys(keys...), "orders")
 	// The commit with the done set of the 60 is the last of an iteration:
-	// wait until the group has it.
-	waitFor(t, func() bool {
+	// wait until the group has it (at most 30s).
+	var md string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		offs, err := h.adm.FetchOffsets(context.Background(), h.cfg.Group)
 		if err != nil {
-			return false
+			continue
 		}
-		o, ok := offs.Lookup(h.cfg.Topic, 0)
-		return ok && o.At == 0 && strings.HasPrefix(o.Metadata, metaPrefix) && (limit < 100 || strings.Contains(o.Metadata, metaDone))
-	})
+		if o, ok := offs.Lookup(h.cfg.Topic, 0); ok && o.At == 0 {
+			md = o.Metadata
+			if limit < 100 || strings.Contains(md, metaDone) {
+				break
+			}
+		}
+	}
+	if !strings.HasPrefix(md, metaPrefix) || (limit >= 100 && !strings.Contains(md, metaDone)) {
+		t.Fatalf("partition 0's commit metadata never carried the done set: %q", md)
+	}
 	overflow = testutil.ToFloat64(rr.r.m.metaOverflow)
 	rr.stop(t)
 	if err := os.RemoveAll(h.cfg.DataDir); err != nil {
