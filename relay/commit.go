@@ -34,6 +34,9 @@ const (
 	metaDone   = ";done="
 )
 
+// commitTimeout bounds one synchronous offset commit.
+const commitTimeout = 10 * time.Second
+
 // DefaultMetadataLimit is Kafka's default offset.metadata.max.bytes.
 const DefaultMetadataLimit = 4096
 
@@ -210,6 +213,10 @@ func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) {
 	start := time.Now()
 	var cerr error
 	committed := make(map[int32]bool)
+	// Bounded: a coordinator that does not answer must not hold the loop
+	// (and its readiness) for ever; the next iteration commits again.
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
 	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {

@@ -46,6 +46,7 @@ type item struct {
 	// it sets finished.
 	err      error
 	ackedAt  time.Time
+	sentAt   time.Time // when the current attempt was handed over
 	finished atomic.Bool
 
 	// Retry state of an item whose produce failed.
@@ -315,6 +316,7 @@ func (a *attempts) release() {
 // long the retries took.
 func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now time.Time) {
 	it.err = nil
+	it.sentAt = now
 	it.finished.Store(false)
 	if ps := r.parts[it.part]; ps != nil {
 		ps.flight = append(ps.flight, it)

@@ -387,6 +387,9 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		if idle := r.now().Add(time.Second); wake.IsZero() || wake.After(idle) {
 			wake = idle
 		}
+		if r.txn != nil && !r.beginTxn(ctx) {
+			continue
+		}
 		pollCtx, cancel := context.WithDeadline(ctx, wake)
 		fetches := r.cl.PollRecords(pollCtx, r.maxBatch)
 		cancel()
@@ -411,13 +414,6 @@ func (r *Relay) loop(ctx, work context.Context) error {
 				ps.hwm = fp.HighWatermark
 			}
 		})
-		if r.txn != nil {
-			if err := r.txn.Begin(); err != nil {
-				r.mu.Unlock()
-				r.cl.AllowRebalance()
-				return fmt.Errorf("relay: begin transaction: %w", err)
-			}
-		}
 		fetches.EachRecord(func(rec *kgo.Record) {
 			if !seeked[rec.Partition] { // polled before the seek: read again after it
 				r.enqueue(rec)
@@ -559,6 +555,10 @@ func (r *Relay) updatePauses() {
 	}
 }
 
+// slowProduce is how long a produce may be in flight before the relay
+// reports itself retrying (not ready).
+const slowProduce = 5 * time.Second
+
 // queueCap bounds the records held per partition before it is paused.
 func (r *Relay) queueCap() int { return 2 * r.maxBatch }
 
@@ -577,6 +577,14 @@ func (r *Relay) updateGauges(now time.Time) {
 		for _, it := range ps.retries {
 			if it.kind == kDead {
 				deadRetrying++
+			}
+		}
+		for _, it := range ps.flight {
+			// A produce franz-go keeps retrying (NOT_ENOUGH_REPLICAS
+			// below min ISR, a leader away) is not ours to retry yet,
+			// but the relay is not making progress: say so.
+			if !it.finished.Load() && now.Sub(it.sentAt) > slowProduce {
+				retrying++
 			}
 		}
 		if (len(ps.queue) > 0 && ps.waitFor.IsZero()) || len(ps.flight) > 0 {

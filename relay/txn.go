@@ -198,6 +198,24 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	return nil
 }
 
+// beginTxn begins the iteration's transaction. If the client is still in
+// one (an end that could not reach the coordinator), it aborts that one and
+// reports false after a pause: the loop tries again, and meanwhile says it
+// is not making progress.
+func (r *Relay) beginTxn(ctx context.Context) bool {
+	err := r.txn.Begin()
+	if err == nil {
+		return true
+	}
+	r.log.Warn("begin transaction failed; aborting the open one and trying again", "err", err)
+	r.abortTxn("begin failed")
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Second):
+	}
+	return false
+}
+
 // abortTxn aborts the open transaction (bounded, whatever ctx the batch
 // had).
 func (r *Relay) abortTxn(why string) {
