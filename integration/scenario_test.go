@@ -29,7 +29,8 @@ type scenario struct {
 	name   string
 	begun  time.Time
 	prefix string
-	topic  string // the delay topic
+	seeds  []string // the test's own clients (default the suite's brokers)
+	topic  string   // the delay topic
 	dlq    string
 	group  string
 	tab    *levels.Table
@@ -64,6 +65,11 @@ type scenarioOpts struct {
 	targets  map[string]int32              // target topics (suffix of the scenario prefix) and their partitions
 	configs  map[string]map[string]*string // topic configs of some targets, by suffix
 	vars     map[string]string
+	// seeds of the test's own clients and the CLI (default the suite's
+	// brokers); the relays get vars' KDELAY_BROKERS, which may differ.
+	seeds []string
+	// replication factor of every topic the scenario creates; default 1.
+	replication int16
 }
 
 // newScenario creates the scenario's topics (the delay and dead-letter
@@ -77,14 +83,20 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	if o.perLevel == 0 {
 		o.perLevel = 1
 	}
+	if o.seeds == nil {
+		o.seeds = suite.seeds
+	}
+	if o.replication == 0 {
+		o.replication = 1
+	}
 	prefix := fmt.Sprintf("kd-%s-%06x", name, rand.Uint32()&0xffffff)
 	s := &scenario{
-		t: t, name: name, begun: time.Now(), prefix: prefix,
+		t: t, name: name, begun: time.Now(), prefix: prefix, seeds: o.seeds,
 		topic: prefix + "-delay", group: prefix + "-relays",
 		sent: make(map[string]*sentRecord), deadFor: make(map[string]string),
 	}
 	s.vars = map[string]string{
-		"KDELAY_BROKERS":              strings.Join(suite.seeds, ","),
+		"KDELAY_BROKERS":              strings.Join(o.seeds, ","),
 		"KDELAY_TOPIC":                s.topic,
 		"KDELAY_GROUP":                s.group,
 		"KDELAY_LEVELS":               o.levels,
@@ -99,7 +111,7 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	}
 	s.tab, s.dlq = cfg.Table(), cfg.DLQTopic
 
-	s.cl = newClient(t, suite.seeds,
+	s.cl = newClient(t, s.seeds,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.MetadataMinAge(250*time.Millisecond),
@@ -107,7 +119,7 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	s.adm = kadm.NewClient(s.cl)
 	ctx := testContext(t, 2*time.Minute)
 
-	res := kdelayCLI(t, s.vars, nil, "topic", "create", "--replication-factor", "1")
+	res := kdelayCLI(t, s.vars, nil, "topic", "create", "--replication-factor", strconv.Itoa(int(o.replication)))
 	if res.code != 0 || !strings.Contains(res.stdout, "created delay topic "+s.topic) {
 		t.Fatalf("kdelay topic create: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -123,11 +135,11 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	for suffix, n := range o.targets {
 		name := s.target(suffix)
 		topics = append(topics, name)
-		if o.configs[suffix] == nil {
+		if o.configs[suffix] == nil && o.replication == 1 {
 			createTopic(ctx, t, s.adm, name, n)
 			continue
 		}
-		resp, err := s.adm.CreateTopic(ctx, n, 1, o.configs[suffix], name)
+		resp, err := s.adm.CreateTopic(ctx, n, o.replication, o.configs[suffix], name)
 		if err != nil {
 			t.Fatalf("create topic %s: %v %s", name, err, resp.ErrMessage)
 		}
@@ -138,7 +150,7 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 		})
 		waitTopic(ctx, t, s.adm, name, n)
 	}
-	s.obs = startObserver(t, topics...)
+	s.obs = startObserver(t, s.seeds, topics...)
 	return s
 }
 
@@ -285,7 +297,7 @@ func (s *scenario) learn(keys []string) {
 	for _, k := range keys {
 		want[k] = true
 	}
-	cl := newClient(s.t, suite.seeds, kgo.ConsumeTopics(s.topic),
+	cl := newClient(s.t, s.seeds, kgo.ConsumeTopics(s.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -421,7 +433,7 @@ func (s *scenario) stuckCommit(ctx context.Context, lagging map[int32]lagRange) 
 		offsets[p] = kgo.NewOffset().At(r.committed)
 		want += int(r.end - r.committed)
 	}
-	cl := newClient(s.t, suite.seeds, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
+	cl := newClient(s.t, s.seeds, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
 		kgo.FetchMaxWait(100*time.Millisecond))
 	var stalled []string
 	for seen := 0; seen < want; {
@@ -520,9 +532,9 @@ type arrival struct {
 	headers   []kgo.RecordHeader
 }
 
-func startObserver(t *testing.T, topics ...string) *observer {
+func startObserver(t *testing.T, seeds []string, topics ...string) *observer {
 	t.Helper()
-	cl := newClient(t, suite.seeds, kgo.ConsumeTopics(topics...),
+	cl := newClient(t, seeds, kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
