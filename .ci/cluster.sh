@@ -32,9 +32,12 @@ export PATH="$PATH:$gobin"
 
 gotest() { # gotest RUN-PATTERN: the tagged integration tests, verbose, with -race
   go vet -tags cluster ./integration/
+  local rc
+  set +e
   go test -tags cluster -race -count=1 -v -timeout 15m -run "$1" ./integration/ 2>&1 \
-    | tee "$LOG" | grep -v '^        {' # the relays' JSON log lines of a failure stay in $LOG
-  local rc=${PIPESTATUS[0]}
+    | tee "$LOG" | grep --line-buffered -v '^        {' # the relays' JSON log lines of a failure stay in $LOG
+  rc=${PIPESTATUS[0]}
+  set -e
   echo "== figures"
   grep -h 'REPORT ' "$LOG" | sed 's/^ *[a-z_]*_test.go:[0-9]*: //' || true
   return "$rc"

@@ -127,6 +127,13 @@ listeners=CONTROLLER://127.0.0.1:$CLUSTER_CTRL_PORT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT
 log.dirs=$CLUSTER_DATA/node-$CTRL_ID/metadata
+# Topic defaults belong to the controller in KRaft: it applies them to
+# CreateTopics, and it publishes its min.insync.replicas as the cluster-wide
+# default (KIP-966, Kafka 4.x), which overrides a broker's own setting.
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+unclean.leader.election.enable=false
 num.network.threads=2
 num.io.threads=2
 $auth

@@ -393,7 +393,7 @@ func newClusterScenario(t *testing.T, name string) *scenario {
 		}
 	}
 	return newScenario(t, name, scenarioOpts{
-		levels: "1s 2s 4s 8s", perLevel: 3, replication: 3,
+		levels: "1s 2s 4s 8s", perLevel: 3, replication: 3, tier: "cluster",
 		targets: map[string]int32{"orders": 3}, vars: vars,
 	})
 }

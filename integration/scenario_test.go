@@ -30,6 +30,7 @@ type scenario struct {
 	begun  time.Time
 	prefix string
 	seeds  []string // the test's own clients (default the suite's brokers)
+	tier   string   // the broker, in the report (default the suite's tier)
 	topic  string   // the delay topic
 	dlq    string
 	group  string
@@ -70,6 +71,8 @@ type scenarioOpts struct {
 	seeds []string
 	// replication factor of every topic the scenario creates; default 1.
 	replication int16
+	// tier names the broker in the report; default the suite's tier.
+	tier string
 }
 
 // newScenario creates the scenario's topics (the delay and dead-letter
@@ -89,9 +92,12 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	if o.replication == 0 {
 		o.replication = 1
 	}
+	if o.tier == "" {
+		o.tier = suite.tier
+	}
 	prefix := fmt.Sprintf("kd-%s-%06x", name, rand.Uint32()&0xffffff)
 	s := &scenario{
-		t: t, name: name, begun: time.Now(), prefix: prefix, seeds: o.seeds,
+		t: t, name: name, begun: time.Now(), prefix: prefix, seeds: o.seeds, tier: o.tier,
 		topic: prefix + "-delay", group: prefix + "-relays",
 		sent: make(map[string]*sentRecord), deadFor: make(map[string]string),
 	}
