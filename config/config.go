@@ -12,10 +12,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +33,8 @@ const Prefix = "KDELAY_"
 // its default; an empty variable counts as unset and takes the default.
 type Config struct {
 	// Brokers are the seed brokers, KDELAY_BROKERS, a comma list; default
-	// localhost:9092.
+	// localhost:9092 when the variable is unset. Set but empty is an error,
+	// not the default: an empty value is a deployment mistake.
 	Brokers []string `env:"BROKERS" envDefault:"localhost:9092" envSeparator:","`
 	// ClientID is sent to the brokers, KDELAY_CLIENT_ID; default kdelay.
 	ClientID string `env:"CLIENT_ID" envDefault:"kdelay"`
@@ -64,7 +67,8 @@ type Config struct {
 	// than this after their timestamp are dead-lettered.
 	MaxDelay time.Duration `env:"MAX_DELAY" envDefault:"720h"`
 	// HTTPAddr serves /metrics, /healthz and /readyz, KDELAY_HTTP_ADDR;
-	// default :8080. "off" disables the server.
+	// default :8080. "off" disables the server; anything else must be
+	// [host]:port with a port in 0..65535.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	// LogLevel, KDELAY_LOG_LEVEL: debug, info, warn or error; default info.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
@@ -104,6 +108,29 @@ type Config struct {
 	// missing target topic is retried before the record is dead-lettered;
 	// default 30s.
 	TargetMissingTimeout time.Duration `env:"TARGET_MISSING_TIMEOUT" envDefault:"30s"`
+	// RetryTimeout, KDELAY_RETRY_TIMEOUT: how long a record whose produce
+	// fails with an error kdelay does not classify is retried before it is
+	// dead-lettered with the error as its reason; default 2m. Retriable
+	// errors (broker down, leader moves) are retried without bound, and a
+	// failing dead-letter topic is retried without bound: nothing is dropped.
+	RetryTimeout time.Duration `env:"RETRY_TIMEOUT" envDefault:"2m"`
+	// StallTimeout, KDELAY_STALL_TIMEOUT: when the relay has due work and
+	// has delivered nothing for this long, /healthz answers 503 (so
+	// Kubernetes restarts it) and kdelay_stalled{reason="no_progress"} is 1;
+	// default 3m.
+	StallTimeout time.Duration `env:"STALL_TIMEOUT" envDefault:"3m"`
+	// AllowLevelChange, KDELAY_ALLOW_LEVEL_CHANGE: start even though the
+	// delay topic's records were written under another level table (found
+	// in the data directory or in the group's commit metadata) and some are
+	// still pending. Those with a kdelay-level header are then due by the
+	// new table, which can be earlier than their producer meant. Default
+	// false: such a relay refuses to start and says why.
+	AllowLevelChange bool `env:"ALLOW_LEVEL_CHANGE" envDefault:"false"`
+	// MissingTopicGrace, KDELAY_MISSING_TOPIC_GRACE: how long kdelay run
+	// waits for a missing delay or dead-letter topic to appear before it
+	// exits; a topic created a moment ago can take that long to reach every
+	// broker's metadata. Default 30s; 0 exits at once.
+	MissingTopicGrace time.Duration `env:"MISSING_TOPIC_GRACE" envDefault:"30s"`
 
 	// SASLMechanism, KDELAY_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or
 	// SCRAM-SHA-512; default none.
@@ -139,6 +166,11 @@ func Load(environ map[string]string) (Config, error) {
 	}
 	c, err := env.ParseAsWithOptions[Config](opts)
 	var problems []error
+	if v, set := environ[Prefix+"BROKERS"]; set && strings.TrimSpace(v) == "" {
+		// env falls back to envDefault for an empty variable; for the
+		// brokers that would silently mean localhost.
+		problems = append(problems, fmt.Errorf("config: %sBROKERS=%q: set but empty; name at least one broker, host:port", Prefix, v))
+	}
 	unparsed := map[string]bool{}
 	if err != nil {
 		for _, e := range describeParseErrors(err, environ) {
@@ -275,6 +307,9 @@ func (c *Config) validate() []error {
 			bad("TARGET_DENY", strings.Join(c.TargetDeny, ","), "bad pattern %q", p)
 		}
 	}
+	if err := validHTTPAddr(c.HTTPAddr); err != nil {
+		bad("HTTP_ADDR", c.HTTPAddr, "%v", err)
+	}
 	if c.MaxDelay <= 0 {
 		bad("MAX_DELAY", c.MaxDelay, "must be positive")
 	}
@@ -304,7 +339,31 @@ func (c *Config) validate() []error {
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
 	}
+	if c.RetryTimeout < 0 {
+		bad("RETRY_TIMEOUT", c.RetryTimeout, "must not be negative")
+	}
+	if c.StallTimeout < 10*time.Second {
+		bad("STALL_TIMEOUT", c.StallTimeout, "must be at least 10s")
+	}
+	if c.MissingTopicGrace < 0 {
+		bad("MISSING_TOPIC_GRACE", c.MissingTopicGrace, "must not be negative")
+	}
 	return append(errs, c.validateSecurity()...)
+}
+
+// validHTTPAddr accepts "off" or [host]:port.
+func validHTTPAddr(addr string) error {
+	if strings.EqualFold(addr, "off") {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New(`want [host]:port (":8080", "127.0.0.1:9100") or "off"`)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
 }
 
 func (c *Config) validateSecurity() []error {

@@ -168,3 +168,64 @@ func TestLogger(t *testing.T) {
 		t.Fatalf("text log = %q", buf.String())
 	}
 }
+
+func TestBrokersSetButEmpty(t *testing.T) {
+	for _, v := range []string{"", " "} {
+		_, err := Load(map[string]string{"KDELAY_BROKERS": v})
+		if err == nil || !strings.Contains(err.Error(), "KDELAY_BROKERS=") || !strings.Contains(err.Error(), "set but empty") {
+			t.Errorf("KDELAY_BROKERS=%q: err = %v, want set but empty", v, err)
+		}
+	}
+	if _, err := Load(map[string]string{}); err != nil {
+		t.Errorf("unset KDELAY_BROKERS: %v", err)
+	}
+}
+
+func TestHTTPAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{":8080", true}, {"off", true}, {"OFF", true}, {"127.0.0.1:0", true}, {"[::1]:9100", true},
+		{"nonsense", false}, {"8080", false}, {":http", false}, {":70000", false}, {"", false},
+	} {
+		_, err := Load(map[string]string{"KDELAY_HTTP_ADDR": tc.addr})
+		if tc.addr == "" {
+			// Empty means the default (:8080), as for every variable.
+			tc.ok = true
+		}
+		if got := err == nil; got != tc.ok {
+			t.Errorf("KDELAY_HTTP_ADDR=%q: err = %v, want ok=%v", tc.addr, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "KDELAY_HTTP_ADDR=") {
+			t.Errorf("KDELAY_HTTP_ADDR=%q: error does not name the variable: %v", tc.addr, err)
+		}
+	}
+}
+
+func TestUnknownVariables(t *testing.T) {
+	got := UnknownVariables(map[string]string{
+		"KDELAY_TOPCI":          "x",
+		"KDELAY_MAXDELAY":       "1h",
+		"KDELAY_FROBNICATE":     "1",
+		"KDELAY_TOPIC":          "known",
+		"KDELAY_TEST_BROKERS":   "tooling",
+		"KDELAY_KAFKA_STATE":    "tooling",
+		"PATH":                  "/bin",
+		"KDELAY_SESION_TIMEOUT": "1s",
+	})
+	want := []Unknown{
+		{"KDELAY_FROBNICATE", ""},
+		{"KDELAY_MAXDELAY", "KDELAY_MAX_DELAY"},
+		{"KDELAY_SESION_TIMEOUT", "KDELAY_SESSION_TIMEOUT"},
+		{"KDELAY_TOPCI", "KDELAY_TOPIC"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("got[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+}

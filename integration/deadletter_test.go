@@ -137,14 +137,22 @@ func TestTargetPatterns(t *testing.T) {
 	}
 	s.send(recs...)
 
-	// The CLI producer: it warns about a target the relay would refuse,
-	// and sends anyway.
+	// The CLI producer refuses (exit 2) a target the relay would refuse,
+	// and sends it anyway with --force, warning.
 	for _, c := range []struct{ suffix, key string }{{"audit", "send-audit"}, {"billing", "send-billing"}} {
-		res := kdelayCLI(t, s.vars, nil, "send", "--target", s.target(c.suffix), "--delay", "1s", "--key", c.key, "--value", "value-"+c.key)
+		args := []string{"send", "--target", s.target(c.suffix), "--delay", "1s", "--key", c.key, "--value", "value-" + c.key}
+		if c.suffix == "audit" {
+			res := kdelayCLI(t, s.vars, nil, args...)
+			if res.code != 2 || !strings.Contains(res.stderr, "refused: "+reasons["audit"]) {
+				t.Fatalf("kdelay send --target %s: exit %d, want 2 naming the refusal\n%s", s.target(c.suffix), res.code, res.stderr)
+			}
+			args = append(args, "--force")
+		}
+		res := kdelayCLI(t, s.vars, nil, args...)
 		if res.code != 0 {
 			t.Fatalf("kdelay send: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 		}
-		warned := strings.Contains(res.stderr, "dead-letters records for this target")
+		warned := strings.Contains(res.stderr, "--force: sending anyway")
 		if warned != (c.suffix == "audit") {
 			t.Errorf("kdelay send --target %s: warning %v, want %v; stderr:\n%s", s.target(c.suffix), warned, c.suffix == "audit", res.stderr)
 		}

@@ -38,6 +38,10 @@ const (
 	HeaderSource = "kdelay-source"
 	// HeaderError is added to a dead-lettered record: the reason.
 	HeaderError = "kdelay-error"
+	// HeaderOriginalTimestamp is added to a dead-lettered record by the
+	// relay: the source record's timestamp in epoch milliseconds (the dead
+	// letter's own timestamp is the time it was sent).
+	HeaderOriginalTimestamp = "kdelay-original-timestamp"
 )
 
 // maxDelay bounds any delay the parser accepts so that due-time arithmetic

@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/wheel"
 )
 
-// kind is where an item of a batch comes from and goes to.
+// kind is where an item of a batch comes from and goes to. An item's kind
+// never changes: a record the target refuses becomes a new dead-letter item.
 type kind int
 
 const (
@@ -26,9 +24,10 @@ const (
 	kCascade              // queue head, beyond the horizon: produce to the delay topic
 	kDead                 // produce to the dead-letter topic
 	kFire                 // wheel entry, due: produce to the target
+	kSkip                 // queue head with nothing to do: a transaction marker, or a record the wheel already holds
 )
 
-// item is one record of a batch.
+// item is one record of a batch, or one set aside for a retry.
 type item struct {
 	kind      kind
 	part      int32
@@ -36,84 +35,95 @@ type item struct {
 	level     int
 	fromQueue bool        // a queue head (its offset advances the watermark)
 	orig      *kgo.Record // the delay-topic record as produced (key, value, headers)
-	out       *kgo.Record // what to produce; nil for kWheelAdd
+	out       *kgo.Record // what to produce (each attempt sends a copy); nil for kWheelAdd
+	manual    bool        // out.Partition is chosen (cascade, kdelay-target-partition)
 	due       time.Time
 	reason    string // dead-letter reason label
 	detail    string // dead-letter reason text
 
-	err       error
-	firstMiss time.Time // first "unknown topic" error
-	isolate   bool      // retry alone: a batch failed as too large
-	ackedAt   time.Time
+	// The outcome of the current attempt, written by its promise before
+	// it sets finished.
+	err      error
+	ackedAt  time.Time
+	finished atomic.Bool
+
+	// Retry state of an item whose produce failed.
+	isolate   bool          // produce alone: a whole batch failed as too large
+	firstFail time.Time     // first failed attempt
+	nextTry   time.Time     // earliest next attempt
+	backoff   time.Duration // wait before the attempt after next
 }
 
-// collect takes what can go at now: the wheel's expired entries first, then
-// the ready heads of every partition queue, up to maxBatch items. Each item
-// with something to produce is handed to the producer at once, so the
-// produce round trip overlaps with deciding the rest; started is done when
-// every first attempt has its outcome.
-func (r *Relay) collect(ctx context.Context, now time.Time) (b []*item, started *sync.WaitGroup) {
-	started = new(sync.WaitGroup)
-	if r.firstAsg {
-		var bad []*partState
-		_, err := r.wheel.Expire(now.UnixMilli(), r.maxBatch, func(e wheel.Entry) {
-			it, ok := r.fromWheel(e)
-			if it != nil {
-				b = append(b, it)
-			} else if !ok {
-				bad = append(bad, r.parts[e.Partition])
+// Backoff bounds of a failing record's retries.
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+// collect takes what can go at now: retries whose time has come, the
+// wheel's expired entries, then the ready heads of every partition queue,
+// up to maxBatch items. Each item with something to produce is handed to
+// the producer at once, so the produce round trip overlaps with deciding
+// the rest; started is done when every first attempt has its outcome.
+// Isolated retries are returned in solo, to be produced one at a time.
+// Every item produced joins its partition's flight until settled.
+func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, started *attempts) {
+	started = newAttempts()
+	defer started.release()
+	for _, ps := range r.parts {
+		for _, it := range ps.takeRetries(now) {
+			if it.isolate {
+				solo = append(solo, it)
+				continue
 			}
-		})
-		if err != nil {
-			r.log.Error("wheel expire", "err", err)
+			r.startProduce(ctx, started, it, now)
+			b = append(b, it)
 		}
-		for _, ps := range bad { // after Expire: Drop must not run inside it
-			r.resyncPartition(ps)
-		}
-		if len(bad) > 0 {
-			b = slices.DeleteFunc(b, func(it *item) bool { return slices.Contains(bad, r.parts[it.part]) })
-		}
-		for _, it := range b {
-			r.startProduce(ctx, started, it)
-		}
+	}
+	if r.firstAsg && r.wheel != nil {
+		r.collectWheel(ctx, started, now, &b)
 	}
 	for _, ps := range r.parts {
 		ps.waitFor = time.Time{}
-		for len(ps.queue) > 0 && len(b) < r.maxBatch {
+		// A partition whose retries fill its queue's room takes no new
+		// heads: the failing records hold back their own partition only.
+		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
 			rec := ps.queue[0]
+			if ps.catchingUp(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+				// Read again after a restart or a seek, but its outcome is
+				// already the wheel's; or a transaction marker.
+				ps.pop()
+				b = append(b, &item{kind: kSkip, part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true})
+				continue
+			}
 			d := r.pol.decide(rec, ps.level, now)
 			if d.act == actWait {
 				ps.waitFor = d.levelTime
 				break
 			}
-			ps.queue[0] = nil
-			ps.queue = ps.queue[1:]
+			ps.pop()
 			if d.mismatch {
 				r.m.mismatched.WithLabelValues(levelLabel(ps.level)).Inc()
 			}
 			it := &item{part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true, orig: rec, due: d.sched.Due}
 			switch d.act {
 			case actForward:
-				it.kind, it.out = kForward, r.forwardRecord(rec, d.sched, ps.p, rec.Offset)
+				it.kind = kForward
+				it.out, it.manual = r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, ps.p, rec.Offset)
 			case actWheel:
-				err := r.wheel.Add(now.UnixMilli(), wheel.Entry{
-					Due: d.sched.Due.UnixMilli(), Partition: ps.p, Offset: rec.Offset, Payload: encodePayload(nil, rec),
-				})
-				if err == nil {
+				if r.addToWheel(now, ps, rec, d.sched.Due) {
 					it.kind = kWheelAdd
-					r.m.wheelAdded.WithLabelValues(levelLabel(ps.level)).Inc()
 					break
 				}
-				r.log.Warn("wheel add failed; cascading instead", "partition", ps.p, "offset", rec.Offset, "err", err)
-				it.kind, it.out = kCascade, r.cascadeRecord(rec, d.sched, now)
+				it.kind, it.out, it.manual = kCascade, r.cascadeRecord(rec, d.sched.Due, now), true
 			case actCascade:
-				it.kind, it.out = kCascade, r.cascadeRecord(rec, d.sched, now)
+				it.kind, it.out, it.manual = kCascade, r.cascadeRecord(rec, d.sched.Due, now), true
 			case actDeadLetter:
 				it.kind, it.reason, it.detail = kDead, d.reason, d.detail
 				it.out = r.deadLetterRecord(rec, ps.p, rec.Offset, d.detail)
 			}
 			if it.out != nil {
-				r.startProduce(ctx, started, it)
+				r.startProduce(ctx, started, it, now)
 			}
 			b = append(b, it)
 		}
@@ -121,12 +131,69 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b []*item, started 
 			ps.queue = nil // let the backing array go
 		}
 	}
-	return b, started
+	return b, solo, started
 }
 
-// fromWheel turns a fired wheel entry into a forward. It returns nil, true
-// for an entry of a partition no longer owned (its owner re-reads it), and
-// nil, false for an entry that does not decode.
+// collectWheel appends the wheel's expired entries to b as forwards.
+func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item) {
+	var fired []*item
+	bad := make(map[int32]bool)
+	_, err := r.wheel.Expire(now.UnixMilli(), r.maxBatch, func(e wheel.Entry) {
+		it, ok := r.fromWheel(e)
+		switch {
+		case it != nil:
+			fired = append(fired, it)
+		case !ok:
+			bad[e.Partition] = true
+		}
+	})
+	if err != nil {
+		r.wheelFailed("expire", err)
+		return // the reset re-reads every partition; nothing fired is lost
+	}
+	for p := range bad { // after Expire: Drop must not run inside it
+		if ps := r.parts[p]; ps != nil {
+			r.resyncPartition(ps)
+		}
+	}
+	for _, it := range fired {
+		if bad[it.part] {
+			continue
+		}
+		if ps := r.parts[it.part]; ps.fired != nil && it.offset <= ps.catchUp && it.offset >= ps.next {
+			ps.fired[it.offset] = struct{}{} // to be read again: skip it then
+		}
+		r.startProduce(ctx, started, it, now)
+		*b = append(*b, it)
+	}
+}
+
+// addToWheel puts rec into the wheel, due at due, and reports whether it is
+// there; when not, the caller cascades the record through Kafka instead.
+func (r *Relay) addToWheel(now time.Time, ps *partState, rec *kgo.Record, due time.Time) bool {
+	if r.wheel == nil {
+		return false
+	}
+	err := r.wheel.Add(now.UnixMilli(), wheel.Entry{
+		Due: due.UnixMilli(), Partition: ps.p, Offset: rec.Offset, Payload: encodePayload(nil, rec),
+	})
+	switch {
+	case err == nil:
+		r.m.wheelAdded.WithLabelValues(levelLabel(ps.level)).Inc()
+		return true
+	case errors.Is(err, wheel.ErrInvalid):
+		r.log.Warn("wheel refused the record; cascading it instead", "source", levels.Source(r.cfg.Topic, ps.p, rec.Offset), "err", err)
+	default:
+		r.wheelFailed("add", err)
+	}
+	return false
+}
+
+// fromWheel turns a fired wheel entry into a forward, due at the time
+// computed when it was added (never re-derived from a level table that may
+// have changed since). It returns nil, true for an entry of a partition no
+// longer owned (its owner re-reads it), and nil, false for an entry that
+// does not decode.
 func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 	ps := r.parts[e.Partition]
 	if ps == nil {
@@ -145,231 +212,302 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 			"partition", e.Partition, "offset", e.Offset, "err", err)
 		return nil, false
 	}
-	return &item{
-		kind: kFire, part: e.Partition, offset: e.Offset, level: ps.level, orig: rec,
-		out: r.forwardRecord(rec, s, e.Partition, e.Offset), due: time.UnixMilli(e.Due),
-	}, true
+	due := time.UnixMilli(e.Due)
+	it := &item{kind: kFire, part: e.Partition, offset: e.Offset, level: ps.level, orig: rec, due: due}
+	it.out, it.manual = r.forwardRecord(rec, s.Target, s.TargetPartition, due, e.Partition, e.Offset)
+	return it, true
 }
 
 // resyncPartition forgets the partition's local state and seeks it back to
 // its committed offset.
 func (r *Relay) resyncPartition(ps *partState) {
-	if err := r.wheel.Drop(ps.p); err != nil {
-		r.log.Error("wheel drop", "partition", ps.p, "err", err)
+	if r.wheel != nil {
+		if err := r.wheel.Drop(ps.p); err != nil {
+			r.wheelFailed("drop", err)
+		}
 	}
-	ps.queue, ps.handled, ps.next = nil, ps.commit-1, ps.commit
+	ps.clearQueue()
+	ps.retries, ps.flight = nil, nil // what lands late is read again
+	ps.catchUp, ps.fired = -1, nil
+	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
 	r.resync[ps.p] = max(ps.commit, 0)
 }
 
-func (r *Relay) forwardRecord(rec *kgo.Record, s levels.Schedule, p int32, off int64) *kgo.Record {
+func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) (*kgo.Record, bool) {
 	out := &kgo.Record{
-		Topic:   s.Target,
+		Topic:   target,
 		Key:     rec.Key,
 		Value:   rec.Value,
-		Headers: levels.ForwardHeaders(rec.Headers, s.Due, levels.Source(r.cfg.Topic, p, off)),
+		Headers: levels.ForwardHeaders(rec.Headers, due, levels.Source(r.cfg.Topic, p, off)),
 	}
-	if s.TargetPartition >= 0 {
-		out.Partition = s.TargetPartition
-		out.Context = withManual(context.Background())
+	if partition >= 0 {
+		out.Partition = partition
+		return out, true
 	}
-	return out
+	return out, false
 }
 
-func (r *Relay) cascadeRecord(rec *kgo.Record, s levels.Schedule, now time.Time) *kgo.Record {
+func (r *Relay) cascadeRecord(rec *kgo.Record, due, now time.Time) *kgo.Record {
 	tab := r.pol.table
 	return &kgo.Record{
 		Topic:     r.cfg.Topic,
-		Partition: tab.PartitionFor(tab.LevelFor(s.Due.Sub(now)), rec.Key),
+		Partition: tab.PartitionFor(tab.LevelFor(due.Sub(now)), rec.Key),
 		Key:       rec.Key,
 		Value:     rec.Value,
-		Headers:   levels.CascadeHeaders(rec.Headers, s.Due),
-		Timestamp: now,
-		Context:   withManual(context.Background()),
+		Headers:   levels.CascadeHeaders(rec.Headers, due),
 	}
 }
 
+// deadLetterRecord is rec for the dead-letter topic: everything kept, plus
+// the reason, the source and the original timestamp (the dead letter's own
+// timestamp is the time it is sent).
 func (r *Relay) deadLetterRecord(rec *kgo.Record, p int32, off int64, reason string) *kgo.Record {
-	return &kgo.Record{
-		Topic:     r.cfg.DLQTopic,
-		Key:       rec.Key,
-		Value:     rec.Value,
-		Headers:   levels.DeadLetterHeaders(rec.Headers, reason, levels.Source(r.cfg.Topic, p, off)),
-		Timestamp: rec.Timestamp,
+	hs := levels.DeadLetterHeaders(rec.Headers, reason, levels.Source(r.cfg.Topic, p, off))
+	hs = append(hs, kgo.RecordHeader{Key: levels.HeaderOriginalTimestamp, Value: fmt.Appendf(nil, "%d", rec.Timestamp.UnixMilli())})
+	return &kgo.Record{Topic: r.cfg.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: hs}
+}
+
+// deadItem is the dead letter that replaces it, a record its target
+// refuses; the original record goes to the dead-letter topic intact.
+func (r *Relay) deadItem(it *item, reason, detail string) *item {
+	r.log.Warn("dead-lettering", "source", levels.Source(r.cfg.Topic, it.part, it.offset), "reason", detail)
+	return &item{
+		kind: kDead, part: it.part, offset: it.offset, level: it.level, fromQueue: it.fromQueue,
+		orig: it.orig, due: it.due, reason: reason, detail: detail,
+		out: r.deadLetterRecord(it.orig, it.part, it.offset, detail),
 	}
 }
 
-// deliver waits for the first produce attempt of every item of b, started
-// by collect as each item was decided, and produces the failed ones again.
-// Retriable errors are retried with backoff for as long as it takes;
-// records the target refuses for good (too large, missing beyond the
-// timeout, bad partition) are dead-lettered instead. It returns an error
-// only when ctx ends first.
-func (r *Relay) deliver(ctx context.Context, b []*item, started *sync.WaitGroup) error {
-	started.Wait()
-	var send []*item
-	for _, it := range b {
-		if it.out == nil || it.err == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if r.failed(it) {
-			send = append(send, it)
-		}
-	}
-	backoff := 100 * time.Millisecond
-	for len(send) > 0 {
-		r.stalled.Store(true)
-		r.m.ready.Set(0)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-		r.produce(ctx, send)
-		var retry []*item
-		for _, it := range send {
-			if it.err == nil {
-				continue
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if r.failed(it) {
-				retry = append(retry, it)
-			}
-		}
-		send = retry
-	}
-	r.stalled.Store(false)
-	return nil
+// attempts counts produce attempts whose outcome is not yet in; done is
+// closed when the count drops to zero after release (the collector holds
+// one count while it starts attempts).
+type attempts struct {
+	left atomic.Int64
+	done chan struct{}
 }
 
-// startProduce hands one item to the producer; its outcome lands in the
-// item when wg is done.
-func (r *Relay) startProduce(ctx context.Context, wg *sync.WaitGroup, it *item) {
+func newAttempts() *attempts {
+	a := &attempts{done: make(chan struct{})}
+	a.left.Store(1)
+	return a
+}
+
+func (a *attempts) add() { a.left.Add(1) }
+
+func (a *attempts) release() {
+	if a.left.Add(-1) == 0 {
+		close(a.done)
+	}
+}
+
+// startProduce hands one attempt of it to the producer and puts it in its
+// partition's flight; its outcome lands in the item when it is finished.
+// Each attempt is a fresh copy of it.out stamped with now, so franz-go's
+// delivery timeout (counted from the record's timestamp) is never spent
+// before the attempt is sent, however old the source record or however
+// long the retries took.
+func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now time.Time) {
 	it.err = nil
-	rec := it.out
-	if rec.Context == nil {
-		rec.Context = ctx
+	it.finished.Store(false)
+	if ps := r.parts[it.part]; ps != nil {
+		ps.flight = append(ps.flight, it)
 	}
-	wg.Add(1)
-	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	rec := *it.out
+	rec.Timestamp = now
+	var mark *manualMark
+	if it.manual {
+		mark = new(manualMark)
+		ctx = withManual(ctx, mark)
+	}
+	rec.Context = ctx
+	at.add()
+	r.cl.Produce(ctx, &rec, func(_ *kgo.Record, err error) {
+		if err != nil && mark != nil && mark.outOfRange.Load() {
+			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
+		}
 		it.err = err
 		it.ackedAt = r.now()
-		wg.Done()
+		it.finished.Store(true)
+		at.release()
 	})
 }
 
-// produce sends items concurrently, except isolated ones, which go one at a
-// time, and records each outcome in the item.
-func (r *Relay) produce(ctx context.Context, items []*item) {
-	var wg sync.WaitGroup
-	for _, it := range items {
-		if !it.isolate {
-			r.startProduce(ctx, &wg, it)
+// flightWait bounds how long an iteration waits for its attempts: a record
+// whose produce hangs (a missing target, a broker away) stays in flight,
+// holding back its partition's commit only, while the loop goes on.
+const flightWait = 250 * time.Millisecond
+
+// deliver waits for the attempts started by collect, up to flightWait,
+// then produces the isolated retries one at a time, each waited for. It
+// returns an error only when ctx ends first (shutdown timeout): what is in
+// flight is then handed back uncommitted.
+func (r *Relay) deliver(ctx context.Context, solo []*item, started *attempts) error {
+	t := time.NewTimer(flightWait)
+	defer t.Stop()
+	select {
+	case <-started.done:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for _, it := range solo {
+		at := newAttempts()
+		r.mu.Lock()
+		r.startProduce(ctx, at, it, r.now())
+		r.mu.Unlock()
+		at.release()
+		select {
+		case <-at.done:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	wg.Wait()
-	for _, it := range items {
-		if it.isolate {
-			r.startProduce(ctx, &wg, it)
-			wg.Wait()
+	return nil
+}
+
+// drain waits, on shutdown, for every attempt in flight (bounded by ctx),
+// so that what was delivered is committed and a clean restart sends no
+// duplicate.
+func (r *Relay) drain(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		busy := false
+		for _, ps := range r.parts {
+			for _, it := range ps.flight {
+				busy = busy || !it.finished.Load()
+			}
+		}
+		r.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-// failed decides what happens to an item whose produce failed and reports
-// whether it must be produced again (as is, or turned into a dead letter).
-func (r *Relay) failed(it *item) bool {
-	err := it.err
-	reason := "retriable"
-	tooLarge := errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+// errClass is what a failed produce means for its record.
+type errClass int
+
+const (
+	errUnknown      errClass = iota // not classified: retried up to KDELAY_RETRY_TIMEOUT, then dead-lettered
+	errRetriable                    // the cluster will get better: retried without bound
+	errTooLarge                     // the record (or its batch) exceeds a size limit
+	errMissing                      // the target topic does not exist (yet)
+	errBadPartition                 // kdelay-target-partition does not exist in the target
+	errRejected                     // the target refuses the record for good
+)
+
+// classify sorts a produce error by its type, never by its text.
+func classify(err error) errClass {
+	var pe *PartitionError
 	switch {
-	case it.kind == kDead && tooLarge && it.out.Value != nil:
+	case errors.As(err, &pe):
+		return errBadPartition
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return errTooLarge
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return errMissing
+	case errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRecord),
+		errors.Is(err, kerr.CorruptMessage), errors.Is(err, kerr.InvalidTimestamp):
+		return errRejected
+	case kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
+		errors.Is(err, context.DeadlineExceeded), isNetErr(err):
+		return errRetriable
+	}
+	return errUnknown
+}
+
+// onFailure decides what happens to an item whose produce failed: the item
+// itself (or the dead letter that replaces it) is returned, to be produced
+// again at its nextTry. Nothing is ever dropped.
+func (r *Relay) onFailure(it *item, now time.Time) *item {
+	err := it.err
+	if it.firstFail.IsZero() {
+		it.firstFail = now
+	}
+	failing := now.Sub(it.firstFail)
+	src := levels.Source(r.cfg.Topic, it.part, it.offset)
+	var next *item
+	reason := "retriable"
+	switch c := classify(err); {
+	case it.kind == kDead && c == errTooLarge && it.out.Value != nil:
 		// Too large even for the dead-letter topic: keep the key and
 		// headers there, say so, and leave the value to the delay topic.
-		r.log.Error("dead letter too large; sending it without its value", "source", levels.Source(r.cfg.Topic, it.part, it.offset), "bytes", len(it.out.Value), "err", err)
-		out := *it.out
-		out.Value = nil
-		out.Headers = levels.DeadLetterHeaders(it.orig.Headers,
-			fmt.Sprintf("%s; value of %d bytes dropped: too large for the dead-letter topic (%v)", it.detail, len(it.out.Value), err),
-			levels.Source(r.cfg.Topic, it.part, it.offset))
-		it.out = &out
+		r.log.Error("dead letter too large; sending it without its value", "source", src, "bytes", len(it.out.Value), "err", err)
+		next = r.deadItem(it, it.reason, fmt.Sprintf("%s; value of %d bytes dropped: too large for the dead-letter topic (%v)", it.detail, len(it.out.Value), err))
+		next.out.Value = nil
 		reason = "dead_letter_too_large"
 	case it.kind == kDead:
-		// The dead-letter topic itself fails: never drop, keep trying.
-		r.log.Error("dead-letter produce failed; retrying", "topic", r.cfg.DLQTopic, "source", levels.Source(r.cfg.Topic, it.part, it.offset), "err", err)
+		// The dead-letter topic itself fails: the one case that waits,
+		// loudly. Nothing may be dropped.
+		r.log.Error("dead-letter produce failed; retrying (its partition's commit waits)", "topic", r.cfg.DLQTopic, "source", src, "failing_for", failing.Round(time.Millisecond), "err", err)
 		reason = "dead_letter"
-	case tooLarge:
-		if !it.isolate {
-			it.isolate = true // a whole batch may have failed for one record
-			reason = "too_large"
-			break
-		}
-		r.toDeadLetter(it, "record_too_large", fmt.Sprintf("record too large for topic %q: %v", it.out.Topic, err))
-		return true
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		now := r.now()
-		if it.firstMiss.IsZero() {
-			it.firstMiss = now
-		}
-		if now.Sub(it.firstMiss) >= r.cfg.TargetMissingTimeout {
-			r.toDeadLetter(it, "target_missing", fmt.Sprintf("target topic %q missing for %s", it.out.Topic, r.cfg.TargetMissingTimeout))
-			return true
-		}
+	case c == errTooLarge && !it.isolate:
+		it.isolate = true // a whole batch may have failed for one record
+		it.nextTry = now
+		reason = "too_large"
+	case c == errTooLarge:
+		next = r.deadItem(it, "record_too_large", fmt.Sprintf("record too large for topic %q: %v", it.out.Topic, err))
+	case c == errMissing && failing >= r.cfg.TargetMissingTimeout:
+		next = r.deadItem(it, "target_missing", fmt.Sprintf("target topic %q missing for %s", it.out.Topic, r.cfg.TargetMissingTimeout))
+	case c == errMissing:
 		reason = "target_missing"
-	case strings.Contains(err.Error(), "invalid record partitioning choice"):
-		r.toDeadLetter(it, "bad_target_partition", fmt.Sprintf("target partition %d does not exist in %q", it.out.Partition, it.out.Topic))
-		return true
-	case errors.Is(err, kerr.InvalidTopicException) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
-		errors.Is(err, kerr.PolicyViolation) || errors.Is(err, kerr.InvalidRecord):
-		r.toDeadLetter(it, "target_rejected", fmt.Sprintf("topic %q rejected the record: %v", it.out.Topic, err))
-		return true
+	case c == errBadPartition:
+		next = r.deadItem(it, "bad_target_partition", err.Error())
+	case c == errRejected:
+		next = r.deadItem(it, "target_rejected", fmt.Sprintf("topic %q rejected the record: %v", it.out.Topic, err))
+	case c == errUnknown && failing >= r.cfg.RetryTimeout:
+		next = r.deadItem(it, "produce_failed", fmt.Sprintf("produce to %q failed for %s: %v", it.out.Topic, failing.Round(time.Millisecond), err))
+	case c == errUnknown:
+		reason = "unclassified"
+	}
+	if next != nil {
+		next.nextTry = now
+		return next
 	}
 	r.m.retries.WithLabelValues(reason).Inc()
-	r.log.Warn("produce failed; retrying", "topic", it.out.Topic, "source", levels.Source(r.cfg.Topic, it.part, it.offset), "err", err)
-	return true
+	if it.kind != kDead {
+		r.log.Warn("produce failed; retrying", "topic", it.out.Topic, "source", src, "reason", reason, "err", err)
+	}
+	if !it.nextTry.After(now) {
+		it.backoff = min(max(2*it.backoff, minBackoff), maxBackoff)
+		it.nextTry = now.Add(it.backoff)
+	}
+	return it
 }
 
-// toDeadLetter turns a forward or cascade the target refuses into a dead
-// letter; the original record goes to the dead-letter topic intact.
-func (r *Relay) toDeadLetter(it *item, reason, detail string) {
-	r.log.Warn("dead-lettering", "source", levels.Source(r.cfg.Topic, it.part, it.offset), "reason", detail)
-	it.kind, it.reason, it.detail, it.isolate, it.err = kDead, reason, detail, false, nil
-	it.out = r.deadLetterRecord(it.orig, it.part, it.offset, detail)
-}
-
-// finish records the outcome of a delivered batch: wheel entries done, the
-// handled watermark advanced, the wheel flushed, then offsets committed at
-// the lowest offset not yet done of each touched partition.
-func (r *Relay) finish(ctx context.Context, b []*item) {
-	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
+// settle sorts the outcomes that are in: failed items are set aside as
+// retries of their partition, the others are done. It returns the items
+// that are done.
+func (r *Relay) settle(b []*item, now time.Time) []*item {
+	done := b[:0:0]
 	for _, it := range b {
-		lvl := levelLabel(it.level)
-		switch it.kind {
-		case kForward, kFire:
-			path := "direct"
-			if it.kind == kFire {
-				path = "wheel"
-				if err := r.wheel.Done(it.part, it.offset); err != nil {
-					r.log.Error("wheel done", "partition", it.part, "offset", it.offset, "err", err)
-				}
-			}
-			r.m.forwarded.WithLabelValues(lvl, path).Inc()
-			r.m.lateness.WithLabelValues(lvl).Observe(it.ackedAt.Sub(it.due).Seconds())
-		case kCascade:
-			r.m.cascaded.WithLabelValues(lvl).Inc()
-		case kDead:
-			r.m.deadLettered.WithLabelValues(lvl, it.reason).Inc()
-			if !it.fromQueue {
-				if err := r.wheel.Done(it.part, it.offset); err != nil {
-					r.log.Error("wheel done", "partition", it.part, "offset", it.offset, "err", err)
-				}
-			}
+		if it.out != nil && it.err != nil {
+			next := r.onFailure(it, now)
+			if ps := r.parts[it.part]; ps != nil {
+				ps.retries = append(ps.retries, next)
+			} // else revoked meanwhile: its new owner re-reads it
+			continue
 		}
+		done = append(done, it)
+	}
+	return done
+}
+
+// finish records what is done: the handled watermark advanced by this
+// iteration's queue heads (b), the outcomes that are in (of this iteration
+// or an earlier one) settled, wheel entries done, the wheel flushed.
+// Records in flight or set aside for a retry hold back their partition's
+// commit and its persisted watermark.
+func (r *Relay) finish(b []*item) {
+	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
+	var in []*item
+	for _, it := range b {
 		h, ok := touched[it.part]
 		if !ok {
 			h = -1
@@ -378,66 +516,133 @@ func (r *Relay) finish(ctx context.Context, b []*item) {
 			h = max(h, it.offset)
 		}
 		touched[it.part] = h
+		if it.out == nil {
+			in = append(in, it) // into the wheel: nothing to produce
+		}
+	}
+	for p, ps := range r.parts {
+		if landed := ps.takeFinished(); len(landed) > 0 {
+			in = append(in, landed...)
+			if _, ok := touched[p]; !ok {
+				touched[p] = -1
+			}
+		}
+	}
+	for _, it := range r.settle(in, r.now()) {
+		lvl := levelLabel(it.level)
+		r.progress()
+		switch it.kind {
+		case kForward, kFire:
+			path := "direct"
+			if it.kind == kFire {
+				path = "wheel"
+				r.wheelDone(it)
+			}
+			r.m.forwarded.WithLabelValues(lvl, path).Inc()
+			r.m.lateness.WithLabelValues(lvl).Observe(it.ackedAt.Sub(it.due).Seconds())
+		case kCascade:
+			r.m.cascaded.WithLabelValues(lvl).Inc()
+		case kDead:
+			r.m.deadLettered.WithLabelValues(lvl, it.reason).Inc()
+			if !it.fromQueue {
+				r.wheelDone(it)
+			}
+		}
 	}
 	for p, h := range touched {
-		if ps := r.parts[p]; ps != nil && h > ps.handled {
-			ps.handled = h
-			r.wheel.SetHandled(p, h)
-		}
-	}
-	if err := r.wheel.Flush(); err != nil {
-		// Not fatal for correctness: commits never pass what the wheel
-		// holds, and a record whose handled mark did not persist is re-read.
-		r.log.Error("wheel flush", "err", err)
-	}
-	r.commit(ctx)
-}
-
-// commit commits, for each owned partition whose commit can advance, the
-// lowest offset not yet done: the lower of the first wheel entry still
-// pending and the first offset not handled. It runs every iteration, so a
-// failed commit is retried even when no new record arrives.
-func (r *Relay) commit(ctx context.Context) {
-	offsets := make(map[int32]kgo.EpochOffset)
-	for p, ps := range r.parts {
-		if ps.handled < 0 {
+		ps := r.parts[p]
+		if ps == nil {
 			continue
 		}
-		off := ps.handled + 1
-		if low, ok := r.wheel.LowestPending(p); ok && low < off {
-			off = low
+		ps.handled = max(ps.handled, h)
+		if r.wheel != nil && ps.handled >= 0 {
+			// The persisted watermark stays below a record in flight or
+			// being retried: a restart must read it again.
+			r.wheel.SetHandled(p, min(ps.handled, ps.lowestUnsettled(true)-1))
 		}
-		if off > ps.commit {
-			offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	if r.wheel != nil {
+		if err := r.wheel.Flush(); err != nil {
+			r.wheelFailed("flush", err)
 		}
 	}
-	if len(offsets) == 0 {
-		return
+}
+
+// crowded reports whether the partition's records in flight and set aside
+// fill its room: it then takes no new heads, so failing records hold back
+// their own partition only.
+func (r *Relay) crowded(ps *partState) bool {
+	return len(ps.retries)+len(ps.flight) >= r.queueCap()
+}
+
+func (r *Relay) wheelDone(it *item) {
+	if r.wheel == nil {
+		return // reset: the partition is re-read from its commit
 	}
-	start := time.Now()
-	var cerr error
-	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				cerr = err
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
-						continue
-					}
-					if ps := r.parts[p.Partition]; ps != nil {
-						ps.commit = offsets[p.Partition].Offset
-					}
-				}
-			}
-		})
-	r.m.commitTime.Observe(time.Since(start).Seconds())
-	if cerr != nil {
-		// The next batch commits again; meanwhile a crash would re-deliver
-		// more, never lose anything.
-		r.log.Warn("commit failed", "err", cerr)
+	if err := r.wheel.Done(it.part, it.offset); err != nil {
+		r.wheelFailed("done", err)
 	}
+}
+
+// catchingUp reports whether a queue head at off was fired from the wheel
+// since the assignment (so it is done or in flight), and ends the catch-up
+// once the queue reaches its end.
+func (ps *partState) catchingUp(off int64) bool {
+	if ps.fired == nil {
+		return false
+	}
+	_, ok := ps.fired[off]
+	delete(ps.fired, off)
+	if off >= ps.catchUp {
+		ps.catchUp, ps.fired = -1, nil
+	}
+	return ok
+}
+
+// takeRetries removes and returns the retries due at now.
+func (ps *partState) takeRetries(now time.Time) []*item {
+	var due []*item
+	kept := ps.retries[:0]
+	for _, it := range ps.retries {
+		if it.nextTry.After(now) {
+			kept = append(kept, it)
+		} else {
+			due = append(due, it)
+		}
+	}
+	clear(ps.retries[len(kept):])
+	ps.retries = kept
+	return due
+}
+
+// takeFinished removes and returns the items of the flight whose attempt
+// has its outcome.
+func (ps *partState) takeFinished() []*item {
+	var landed []*item
+	kept := ps.flight[:0]
+	for _, it := range ps.flight {
+		if it.finished.Load() {
+			landed = append(landed, it)
+		} else {
+			kept = append(kept, it)
+		}
+	}
+	clear(ps.flight[len(kept):])
+	ps.flight = kept
+	return landed
+}
+
+// lowestUnsettled returns the lowest offset in flight or being retried,
+// math.MaxInt64 if none; with queueOnly, only records taken from the queue
+// count (the wheel keeps its own entries pending until done).
+func (ps *partState) lowestUnsettled(queueOnly bool) int64 {
+	low := int64(1<<63 - 1)
+	for _, l := range [][]*item{ps.retries, ps.flight} {
+		for _, it := range l {
+			if it.fromQueue || !queueOnly {
+				low = min(low, it.offset)
+			}
+		}
+	}
+	return low
 }

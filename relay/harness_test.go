@@ -112,8 +112,9 @@ type relayRun struct {
 	done   chan error
 }
 
-// start runs a relay with the harness config, changed by mod.
-func (h *harness) start(mod func(*config.Config)) *relayRun {
+// start runs a relay with the harness config, changed by mod, and options
+// changed by opts.
+func (h *harness) start(mod func(*config.Config), opts ...func(*Options)) *relayRun {
 	h.t.Helper()
 	cfg := h.cfg
 	if mod != nil {
@@ -122,12 +123,16 @@ func (h *harness) start(mod func(*config.Config)) *relayRun {
 	tw := &testWriter{t: h.t}
 	h.t.Cleanup(func() { tw.mu.Lock(); tw.done = true; tw.mu.Unlock() })
 	reg := prometheus.NewRegistry()
-	r, err := New(Options{
+	o := Options{
 		Config:   cfg,
 		Log:      slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Registry: reg,
 		MaxBatch: 512,
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	r, err := New(o)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ type metrics struct {
 	lag          *prometheus.GaugeVec // level
 	wheelNext    prometheus.Gauge
 	ready        prometheus.Gauge
+	retrying     prometheus.Gauge
+	stalled      *prometheus.GaugeVec // reason
+	wheelResets  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -71,10 +74,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"level"}),
 		wheelNext: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_wheel_next_expiry_timestamp_seconds", Help: "Unix time of the wheel's next expiry (0: empty)."}),
 		ready:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_ready", Help: "1 while the relay is in the group and making progress."}),
+		retrying:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_records_retrying", Help: "Records set aside after a failed produce, waiting for their next attempt (each holds back its partition's commit)."}),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kdelay_stalled", Help: "1 while the reason holds: retrying (records set aside after failed produces), dead_letter_failing (the dead-letter topic refuses records), wheel_unavailable (the wheel failed; waits cascade through Kafka), no_progress (due work and nothing delivered for KDELAY_STALL_TIMEOUT: /healthz fails).",
+		}, []string{"reason"}),
+		wheelResets: prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_resets_total", Help: "Times the wheel failed (disk full or failing, damaged record) and was discarded; its partitions were re-read from their committed offsets."}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
 		m.lateness, m.commitTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
+		m.retrying, m.stalled, m.wheelResets,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -63,6 +63,12 @@ type Options struct {
 	// MaxBatch bounds the records produced and committed per iteration;
 	// default 4096.
 	MaxBatch int
+	// MaxPartitionBytes bounds the bytes (keys, values, headers) buffered
+	// per partition before it is paused; default 8 MiB.
+	MaxPartitionBytes int
+	// OpenWheel opens the local timer store; default [wheel.Open]. Tests
+	// use it to make the store fail.
+	OpenWheel func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
 }
 
 // Relay forwards delay-topic records when due. Create it with [New], run it
@@ -75,15 +81,23 @@ type Relay struct {
 	m        *metrics
 	cl       *kgo.Client
 	maxBatch int
+	maxBytes int
+	openW    func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
+	bind     binding // what the data directory indexes
 
-	mu       sync.Mutex // guards everything below; the group callbacks run on kgo's goroutines
-	wheel    *wheel.Wheel
-	parts    map[int32]*partState
-	firstAsg bool // the first assignment has been taken up
-	resync   map[int32]int64
+	mu          sync.Mutex // guards everything below; the group callbacks run on kgo's goroutines
+	wheel       Store      // nil while unavailable (reset failed): waits cascade through Kafka
+	wheelErr    error      // a wheel failure seen in this iteration; the wheel is reset after it
+	wheelRetry  time.Time  // when to try opening an unavailable wheel again
+	wheelBroken time.Duration
+	corrupt     int64 // the wheel's corrupt-record count already acted upon
+	parts       map[int32]*partState
+	firstAsg    bool // the first assignment has been taken up
+	resync      map[int32]int64
+	fatal       error // stops Run: the group's state cannot be used by this relay
 
+	health    health
 	stopping  atomic.Bool
-	stalled   atomic.Bool
 	joined    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -94,16 +108,46 @@ type partState struct {
 	p       int32
 	level   int
 	queue   []*kgo.Record // polled, not yet handled, offset order
+	bytes   int           // keys, values and headers held in queue
 	next    int64         // offset after the last record appended to queue
 	paused  bool
-	handled int64 // every offset <= handled is done or in the wheel
-	commit  int64 // last committed offset, -1 if none
-	hwm     int64 // high watermark as of the last fetch, -1 if unknown
+	handled int64   // every offset <= handled is done, in the wheel or in retries
+	retries []*item // failed produces set aside, with their next attempt time
+	flight  []*item // produced, outcome not yet settled
+	commit  int64   // last committed offset, -1 if none
+	hwm     int64   // high watermark as of the last fetch, -1 if unknown
 	waitFor time.Time
+
+	// After an assignment with local state, records up to catchUp (the
+	// highest offset the wheel had taken) are read again; those among
+	// them that the wheel fires meanwhile are in fired, so that their
+	// second reading is skipped. -1 and nil once the queue is past it.
+	catchUp int64
+	fired   map[int64]struct{}
 }
 
-// New opens the wheel in cfg.DataDir and creates the Kafka client, which
-// starts joining the group at once; records are read only once Run runs.
+// pop removes the queue's head.
+func (ps *partState) pop() {
+	ps.bytes -= recordBytes(ps.queue[0])
+	ps.queue[0] = nil
+	ps.queue = ps.queue[1:]
+}
+
+func (ps *partState) clearQueue() { ps.queue, ps.bytes = nil, 0 }
+
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// New checks what the data directory indexes against the delay topic
+// (binding.go), opens the wheel in cfg.DataDir and creates the Kafka
+// client, which starts joining the group at once; records are read only
+// once Run runs. It refuses a level table other than the one the pending
+// records were written under (unless cfg.AllowLevelChange).
 func New(opts Options) (*Relay, error) {
 	cfg := opts.Config
 	if cfg.Table() == nil {
@@ -115,6 +159,8 @@ func New(opts Options) (*Relay, error) {
 		now:      opts.Now,
 		pol:      policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon},
 		maxBatch: opts.MaxBatch,
+		maxBytes: opts.MaxPartitionBytes,
+		openW:    opts.OpenWheel,
 		parts:    make(map[int32]*partState),
 		resync:   make(map[int32]int64),
 	}
@@ -127,6 +173,15 @@ func New(opts Options) (*Relay, error) {
 	if r.maxBatch <= 0 {
 		r.maxBatch = 4096
 	}
+	if r.maxBytes <= 0 {
+		r.maxBytes = 8 << 20
+	}
+	if r.openW == nil {
+		r.openW = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
+			return wheel.Open(dir, opt, now)
+		}
+	}
+	r.health = health{stallAfter: cfg.StallTimeout, progressAt: r.now()}
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -137,21 +192,18 @@ func New(opts Options) (*Relay, error) {
 	}
 	r.m = m
 
-	w, rep, err := wheel.Open(filepath.Join(cfg.DataDir, "wheel"), wheel.Options{
-		Horizon: cfg.WheelHorizon,
-		Sync:    syncPolicy(cfg.WheelSync),
-	}, r.now().UnixMilli())
-	if err != nil {
-		return nil, fmt.Errorf("relay: open wheel in %s: %w", cfg.DataDir, err)
-	}
-	r.wheel = w
-	r.logRecovery(rep)
-
 	kopts, err := cfg.KafkaOpts(r.log)
 	if err != nil {
-		w.Close()
 		return nil, err
 	}
+	kopts = append(kopts, opts.KafkaOpts...)
+	if err := r.preflight(kopts); err != nil {
+		return nil, err
+	}
+	if err := r.openWheel(); err != nil {
+		return nil, err
+	}
+
 	kopts = append(kopts,
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
@@ -159,11 +211,18 @@ func New(opts Options) (*Relay, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		// Records of aborted transactions are never delivered. Markers
+		// are kept so that the commit can pass them (a partition ending in
+		// a marker would otherwise show a lag of one for ever).
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		// Counted from each attempt's timestamp, which startProduce sets
+		// when it hands the attempt over.
 		kgo.RecordDeliveryTimeout(30*time.Second),
 		// Each batch is produced at once and waited for: lingering only
 		// adds latency (franz-go's default is 10ms).
@@ -176,14 +235,29 @@ func New(opts Options) (*Relay, error) {
 	if cfg.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(cfg.InstanceID))
 	}
-	kopts = append(kopts, opts.KafkaOpts...)
+	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
-		w.Close()
+		r.wheel.Close()
 		return nil, fmt.Errorf("relay: kafka client: %w", err)
 	}
 	r.cl = cl
 	return r, nil
+}
+
+// openWheel opens the wheel of the data directory (New; a reset).
+func (r *Relay) openWheel() error {
+	w, rep, err := r.openW(filepath.Join(r.cfg.DataDir, "wheel"), wheel.Options{
+		Horizon: r.cfg.WheelHorizon,
+		Sync:    syncPolicy(r.cfg.WheelSync),
+	}, r.now().UnixMilli())
+	if err != nil {
+		return fmt.Errorf("relay: open wheel in %s: %w", r.cfg.DataDir, err)
+	}
+	r.wheel = w
+	r.corrupt = w.Corrupt()
+	r.logRecovery(rep)
+	return nil
 }
 
 func syncPolicy(s string) wheel.SyncPolicy {
@@ -209,11 +283,19 @@ func (r *Relay) logRecovery(rep wheel.Report) {
 }
 
 // Ready reports whether the relay is in its group, has taken up its first
-// assignment, is not shutting down and is making progress (not retrying a
-// failed produce).
+// assignment, is not shutting down and is making progress; see [Relay.Why].
 func (r *Relay) Ready() bool {
-	return r.joined.Load() && !r.stopping.Load() && !r.stalled.Load()
+	return r.joined.Load() && !r.stopping.Load() && r.health.why() == ""
 }
+
+// Why says why the relay is not making progress ("" when it is): one of
+// the kdelay_stalled reasons.
+func (r *Relay) Why() string { return r.health.why() }
+
+// Live reports an error when the relay has had due work and delivered
+// nothing for KDELAY_STALL_TIMEOUT: /healthz then fails, so that a
+// supervisor restarts it.
+func (r *Relay) Live() error { return r.health.live() }
 
 // Client returns the relay's Kafka client (for status and admin requests).
 func (r *Relay) Client() *kgo.Client { return r.cl }
@@ -221,7 +303,9 @@ func (r *Relay) Client() *kgo.Client { return r.cl }
 // Run runs the relay until ctx is done, then shuts down in order: stop
 // polling, finish or hand back the batch in flight (bounded by the
 // configured shutdown timeout), commit, flush the wheel, leave the group.
-// It returns nil after a clean shutdown.
+// It returns nil after a clean shutdown, and an error when the relay
+// cannot go on (its delay topic was recreated, or its group holds records
+// of another level table); see [ErrRebind].
 func (r *Relay) Run(ctx context.Context) error {
 	// work outlives ctx by the shutdown timeout so a batch in flight can
 	// finish and be committed.
@@ -232,6 +316,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		time.AfterFunc(r.cfg.ShutdownTimeout, cancelWork)
 	})
 	defer stop()
+	watch, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	go r.watchTopic(watch)
 
 	err := r.loop(ctx, work)
 	if cerr := r.Close(); cerr != nil && err == nil {
@@ -250,8 +337,10 @@ func (r *Relay) Close() error {
 		r.cl.Close() // leaves the group; onRevoked keeps the wheel while stopping
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if err := r.wheel.Close(); err != nil {
-			r.closeErr = fmt.Errorf("relay: close wheel: %w", err)
+		if r.wheel != nil {
+			if err := r.wheel.Close(); err != nil {
+				r.closeErr = fmt.Errorf("relay: close wheel: %w", err)
+			}
 		}
 	})
 	return r.closeErr
@@ -259,8 +348,12 @@ func (r *Relay) Close() error {
 
 func (r *Relay) loop(ctx, work context.Context) error {
 	for ctx.Err() == nil {
-		r.applyResync()
 		r.mu.Lock()
+		if r.fatal != nil {
+			r.mu.Unlock()
+			return r.fatal
+		}
+		r.maintainWheel(r.now())
 		wake := r.nextWake(r.now())
 		r.mu.Unlock()
 		// Wake at least once a second so readiness and gauges stay fresh.
@@ -282,33 +375,51 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			r.joined.Store(true)
 		}
 
+		// Rebalances are blocked from here to AllowRebalance: the seeks
+		// and the batch see one assignment.
 		r.mu.Lock()
+		seeked := r.applyResync()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if ps := r.parts[fp.Partition]; ps != nil && fp.Topic == r.cfg.Topic && fp.HighWatermark >= 0 {
 				ps.hwm = fp.HighWatermark
 			}
 		})
-		fetches.EachRecord(r.enqueue)
-		b, started := r.collect(work, r.now())
+		fetches.EachRecord(func(rec *kgo.Record) {
+			if !seeked[rec.Partition] { // polled before the seek: read again after it
+				r.enqueue(rec)
+			}
+		})
+		now := r.now()
+		b, solo, started := r.collect(work, now)
 		r.mu.Unlock()
 
-		if len(b) > 0 {
-			if err := r.deliver(work, b, started); err != nil {
-				// Shutdown timeout while retrying: hand the batch back.
-				// Nothing of it is committed; the next owner re-reads it.
-				r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b), "err", err)
-				r.cl.AllowRebalance()
-				return nil
-			}
+		if err := r.deliver(work, solo, started); err != nil {
+			// Shutdown timeout while waiting: hand the batch back.
+			// Nothing of it is committed; the next owner re-reads it.
+			r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b)+len(solo), "err", err)
+			r.cl.AllowRebalance()
+			return nil
 		}
 		r.mu.Lock()
-		r.finish(work, b)
+		r.finish(b)
+		offsets := r.commitOffsets()
+		r.mu.Unlock()
+		r.commit(work, offsets)
+		r.mu.Lock()
 		r.updatePauses()
-		r.updateGauges()
+		r.updateGauges(now)
 		r.mu.Unlock()
 		r.m.ready.Set(boolFloat(r.Ready()))
 		r.cl.AllowRebalance()
 	}
+	// Shutdown: what is in flight lands (or the shutdown timeout passes),
+	// and what landed is committed.
+	r.drain(work)
+	r.mu.Lock()
+	r.finish(nil)
+	offsets := r.commitOffsets()
+	r.mu.Unlock()
+	r.commit(work, offsets)
 	return nil
 }
 
@@ -332,12 +443,15 @@ func (r *Relay) enqueue(rec *kgo.Record) {
 	}
 	ps.next = rec.Offset + 1
 	ps.queue = append(ps.queue, rec)
-	r.m.consumed.WithLabelValues(levelLabel(ps.level)).Inc()
+	ps.bytes += recordBytes(rec)
+	if !rec.Attrs.IsControl() {
+		r.m.consumed.WithLabelValues(levelLabel(ps.level)).Inc()
+	}
 }
 
 // nextWake returns when the loop must run again at the latest: now if a
-// head record is ready, else the earliest level time of a waiting head or
-// wheel expiry; zero when nothing waits.
+// head record is ready, else the earliest level time of a waiting head,
+// retry or wheel expiry; zero when nothing waits.
 func (r *Relay) nextWake(now time.Time) time.Time {
 	var wake time.Time
 	earlier := func(t time.Time) {
@@ -346,7 +460,13 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 		}
 	}
 	for _, ps := range r.parts {
-		if len(ps.queue) == 0 {
+		for _, it := range ps.retries {
+			earlier(it.nextTry)
+		}
+		if len(ps.flight) > 0 {
+			earlier(now.Add(20 * time.Millisecond)) // settle outcomes as they land
+		}
+		if len(ps.queue) == 0 || r.crowded(ps) {
 			continue
 		}
 		if ps.waitFor.IsZero() {
@@ -355,7 +475,7 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 		}
 		earlier(ps.waitFor)
 	}
-	if r.firstAsg {
+	if r.firstAsg && r.wheel != nil {
 		if ms, ok := r.wheel.NextExpiry(); ok {
 			earlier(time.UnixMilli(ms))
 		}
@@ -367,14 +487,15 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 }
 
 // updatePauses pauses a partition while its head waits for its level time,
-// or while its queue holds more than queueCap records, and resumes it
-// otherwise. A partition being drained stays fetching, so the next batch is
-// usually buffered by the time the loop polls again; memory holds at most
-// queueCap records plus one fetch per partition.
+// while its queue holds more than queueCap records or maxBytes bytes, or
+// while its retries fill its room, and resumes it otherwise. A partition
+// being drained stays fetching, so the next batch is usually buffered by
+// the time the loop polls again.
 func (r *Relay) updatePauses() {
 	var pause, resume []int32
 	for p, ps := range r.parts {
-		switch want := !ps.waitFor.IsZero() || len(ps.queue) >= r.queueCap(); {
+		full := len(ps.queue) >= r.queueCap() || ps.bytes >= r.maxBytes || r.crowded(ps)
+		switch want := !ps.waitFor.IsZero() || full; {
 		case want && !ps.paused:
 			pause = append(pause, p)
 			ps.paused = true
@@ -394,8 +515,8 @@ func (r *Relay) updatePauses() {
 // queueCap bounds the records held per partition before it is paused.
 func (r *Relay) queueCap() int { return 2 * r.maxBatch }
 
-func (r *Relay) updateGauges() {
-	paused := 0
+func (r *Relay) updateGauges(now time.Time) {
+	paused, retrying, deadRetrying, due := 0, 0, 0, false
 	next := make(map[int]time.Time)
 	lag := make(map[int]int64)
 	for _, ps := range r.parts {
@@ -405,15 +526,35 @@ func (r *Relay) updateGauges() {
 		if ps.paused {
 			paused++
 		}
+		retrying += len(ps.retries)
+		for _, it := range ps.retries {
+			if it.kind == kDead {
+				deadRetrying++
+			}
+		}
+		if (len(ps.queue) > 0 && ps.waitFor.IsZero()) || len(ps.flight) > 0 {
+			due = true
+		}
 		if !ps.waitFor.IsZero() {
 			if t, ok := next[ps.level]; !ok || ps.waitFor.Before(t) {
 				next[ps.level] = ps.waitFor
 			}
 		}
 	}
+	pending := int64(0)
+	if r.wheel != nil {
+		pending = r.wheel.Pending()
+		if ms, ok := r.wheel.NextExpiry(); ok {
+			due = due || ms <= now.UnixMilli()
+			r.m.wheelNext.Set(float64(ms) / 1000)
+		} else {
+			r.m.wheelNext.Set(0)
+		}
+	}
 	r.m.paused.Set(float64(paused))
 	r.m.assigned.Set(float64(len(r.parts)))
-	r.m.wheelPending.Set(float64(r.wheel.Pending()))
+	r.m.wheelPending.Set(float64(pending))
+	r.m.retrying.Set(float64(retrying))
 	for level := 1; level <= r.pol.table.Levels(); level++ {
 		v := 0.0
 		if t, ok := next[level]; ok {
@@ -422,20 +563,25 @@ func (r *Relay) updateGauges() {
 		r.m.nextDue.WithLabelValues(levelLabel(level)).Set(v)
 		r.m.lag.WithLabelValues(levelLabel(level)).Set(float64(lag[level]))
 	}
-	if ms, ok := r.wheel.NextExpiry(); ok {
-		r.m.wheelNext.Set(float64(ms) / 1000)
-	} else {
-		r.m.wheelNext.Set(0)
+	r.health.update(now, status{
+		due:          due || retrying > 0,
+		retrying:     retrying > 0,
+		deadRetrying: deadRetrying > 0,
+		noWheel:      r.wheel == nil,
+	})
+	for _, why := range stallReasons {
+		r.m.stalled.WithLabelValues(why).Set(boolFloat(r.health.has(why)))
 	}
 }
 
 // onAssigned takes up newly assigned partitions: the committed offset from
 // the group, wheel entries below it trimmed (another owner did them), and
 // the handled watermark from the wheel so a restart with an intact data
-// directory skips what it already did.
+// directory skips what it already did. A partition without a committed
+// offset never trusts a local watermark.
 func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	ps := assigned[r.cfg.Topic]
-	committed := r.fetchCommitted(ctx, cl)
+	committed, known := r.fetchCommitted(ctx, cl)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.firstAsg {
@@ -443,71 +589,123 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		// owner, who re-reads them from Kafka.
 		for p := int32(0); p < r.pol.table.Partitions(); p++ {
 			if !slices.Contains(ps, p) {
-				if err := r.wheel.Drop(p); err != nil {
-					r.log.Error("wheel drop", "partition", p, "err", err)
-				}
+				r.wheelDrop(p)
 			}
 		}
 		r.firstAsg = true
 		r.joined.Store(true)
 	}
 	for _, p := range ps {
-		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1, hwm: -1}
+		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1, hwm: -1, catchUp: -1}
 		if st.level == 0 {
 			r.log.Error("delay topic has more partitions than levels x partitions-per-level; extra partition is not read", "partition", p)
 			continue
 		}
-		if c, ok := committed[p]; ok {
-			st.commit = c
-			if err := r.wheel.Trim(p, c); err != nil {
-				r.log.Error("wheel trim", "partition", p, "err", err)
-			}
+		c, ok := committed[p]
+		if ok && c.table != "" && c.table != r.bind.Levels && !r.cfg.AllowLevelChange {
+			r.fatal = &LevelChangeError{Partition: p, Committed: c.table, Current: r.bind.Levels}
+			r.log.Error("refusing the assignment", "err", r.fatal)
 		}
-		st.handled = max(r.wheel.Handled(p), st.commit-1)
-		if st.handled >= 0 && st.handled+1 > st.commit {
+		switch {
+		case ok:
+			st.commit, st.handled = c.at, c.at-1
+			if r.wheel != nil {
+				if err := r.wheel.Trim(p, c.at); err != nil {
+					r.wheelFailed("trim", err)
+				}
+				st.handled = max(r.wheel.Handled(p), st.handled)
+				if hi, ok := r.wheel.Highest(p); ok && hi > st.handled {
+					st.catchUp, st.fired = hi, make(map[int64]struct{})
+				}
+			}
+		default:
+			// No commit (a new or recreated topic, or the fetch failed):
+			// nothing local is trusted, the partition is read from where
+			// the group starts.
+			r.wheelDrop(p)
+		}
+		if st.handled >= 0 && st.handled+1 > max(st.commit, 0) {
 			r.resync[p] = st.handled + 1
 		}
 		st.next = st.handled + 1
 		r.parts[p] = st
-		r.log.Info("partition assigned", "partition", p, "level", st.level, "committed", st.commit, "handled", st.handled)
+		r.log.Info("partition assigned", "partition", p, "level", st.level, "committed", st.commit, "handled", st.handled, "commit_known", known)
 	}
-	r.wheel.Flush()
-}
-
-func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) map[int32]int64 {
-	out := make(map[int32]int64)
-	resp, err := kadm.NewClient(cl).FetchOffsets(ctx, r.cfg.Group)
-	if err != nil {
-		r.log.Warn("fetch committed offsets; stale wheel entries may be delivered twice", "err", err)
-		return out
-	}
-	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == r.cfg.Topic && o.Err == nil && o.At >= 0 {
-			out[o.Partition] = o.At
+	if r.wheel != nil {
+		if err := r.wheel.Flush(); err != nil {
+			r.wheelFailed("flush", err)
 		}
-	})
-	return out
+	}
 }
 
-// applyResync seeks partitions whose handled watermark lies past the
-// committed offset, so that what the wheel already holds is not re-read.
-func (r *Relay) applyResync() {
-	r.mu.Lock()
-	if len(r.resync) == 0 {
-		r.mu.Unlock()
+func (r *Relay) wheelDrop(p int32) {
+	if r.wheel == nil {
 		return
 	}
+	if err := r.wheel.Drop(p); err != nil {
+		r.wheelFailed("drop", err)
+	}
+}
+
+// commitInfo is a partition's committed offset and the level table its
+// committer recorded in the commit metadata ("" when none).
+type commitInfo struct {
+	at    int64
+	table string
+}
+
+// fetchCommitted returns the group's committed offsets of the delay topic.
+// A failed fetch is retried a few times; if it keeps failing, known is
+// false and the result is empty, which onAssigned treats as "no commit":
+// nothing local is trusted, so a failure costs duplicates, never records.
+func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) (map[int32]commitInfo, bool) {
+	out := make(map[int32]commitInfo)
+	var err error
+	for attempt, wait := 0, 200*time.Millisecond; attempt < 4; attempt, wait = attempt+1, 2*wait {
+		var resp kadm.OffsetResponses
+		resp, err = kadm.NewClient(cl).FetchOffsets(ctx, r.cfg.Group)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil {
+			resp.Each(func(o kadm.OffsetResponse) {
+				if o.Topic == r.cfg.Topic && o.Err == nil && o.At >= 0 {
+					out[o.Partition] = commitInfo{at: o.At, table: tableOfMetadata(o.Metadata)}
+				}
+			})
+			return out, true
+		}
+		select {
+		case <-ctx.Done():
+			attempt = 4
+		case <-time.After(wait):
+		}
+	}
+	r.log.Warn("fetch committed offsets failed; reading the assigned partitions without trusting local state (duplicates possible)", "err", err)
+	return out, false
+}
+
+// applyResync seeks partitions whose position must change: past what the
+// wheel already holds after an assignment, or back to the committed offset
+// after a reset. It runs with rebalances blocked and r.mu held, and
+// returns the partitions it moved.
+func (r *Relay) applyResync() map[int32]bool {
+	if len(r.resync) == 0 {
+		return nil
+	}
+	moved := make(map[int32]bool, len(r.resync))
 	set := make(map[int32]kgo.EpochOffset, len(r.resync))
 	for p, off := range r.resync {
 		if _, ok := r.parts[p]; ok {
 			set[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
+			moved[p] = true
 		}
 	}
 	clear(r.resync)
-	r.mu.Unlock()
 	if len(set) > 0 {
 		r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: set})
 	}
+	return moved
 }
 
 // The group callbacks use the client they are given: they may run before
@@ -522,9 +720,10 @@ func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int3
 }
 
 // release forgets partitions that are no longer ours. Everything done was
-// committed at the end of its batch; wheel entries are dropped because the
-// new owner re-reads them from the committed offset. On shutdown the wheel
-// is kept, so a restart that gets the partitions back sends no duplicate.
+// committed at the end of its batch; wheel entries and retries are dropped
+// because the new owner re-reads them from the committed offset. On
+// shutdown the wheel is kept, so a restart that gets the partitions back
+// sends no duplicate.
 func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
 	if len(ps) == 0 {
 		return
@@ -535,13 +734,13 @@ func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
 		delete(r.parts, p)
 		delete(r.resync, p)
 		if !r.stopping.Load() {
-			if err := r.wheel.Drop(p); err != nil {
-				r.log.Error("wheel drop", "partition", p, "err", err)
-			}
+			r.wheelDrop(p)
 		}
 	}
-	if err := r.wheel.Flush(); err != nil {
-		r.log.Error("wheel flush", "err", err)
+	if r.wheel != nil {
+		if err := r.wheel.Flush(); err != nil {
+			r.wheelFailed("flush", err)
+		}
 	}
 	cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: ps}) // pauses survive rebalances
 	r.log.Info("partitions "+why, "partitions", ps)

@@ -215,6 +215,12 @@ func (w *Wheel) problem(format string, args ...any) {
 	}
 }
 
+// Corrupt returns how many damaged records (bad checksums, broken
+// chains) Expire has met since Open. The entries behind a damaged record
+// of a slot chain are not handed out; a caller that sees the count grow
+// should rebuild what it keeps in the wheel from its source.
+func (w *Wheel) Corrupt() int64 { return w.corrupt }
+
 // Problems returns what went wrong since Open without stopping the wheel,
 // such as a checksum error in a slot chain (bit rot), at most 100 lines.
 func (w *Wheel) Problems() []string { return slices.Clone(w.problems) }
@@ -378,6 +384,10 @@ func (w *Wheel) LowestPending(partition int32) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Holds reports whether the entry of partition at offset is pending (added,
+// not done, trimmed or dropped), in flight ones included.
+func (w *Wheel) Holds(partition int32, offset int64) bool { return w.pendingOff(partition, offset) }
 
 // Pending returns the number of live entries.
 func (w *Wheel) Pending() int64 { return w.pending }

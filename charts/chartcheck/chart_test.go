@@ -105,7 +105,9 @@ func checkCommon(t *testing.T, m *manifests) (*appsv1.StatefulSet, *corev1.Conta
 
 	// Configuration.
 	for _, k := range []string{"KDELAY_BROKERS", "KDELAY_TOPIC", "KDELAY_GROUP", "KDELAY_LEVELS", "KDELAY_PARTITIONS_PER_LEVEL",
-		"KDELAY_MAX_DELAY", "KDELAY_LOG_LEVEL", "KDELAY_WHEEL_HORIZON", "KDELAY_WHEEL_SYNC"} {
+		"KDELAY_MAX_DELAY", "KDELAY_LOG_LEVEL", "KDELAY_WHEEL_SYNC", "KDELAY_CLIENT_ID", "KDELAY_FETCH_MAX_WAIT",
+		"KDELAY_SESSION_TIMEOUT", "KDELAY_TARGET_MISSING_TIMEOUT", "KDELAY_MISSING_TOPIC_GRACE",
+		"KDELAY_RETRY_TIMEOUT", "KDELAY_STALL_TIMEOUT", "KDELAY_ALLOW_LEVEL_CHANGE"} {
 		if env[k] == "" {
 			t.Errorf("env %s not set", k)
 		}
@@ -219,10 +221,31 @@ func TestDefaultValues(t *testing.T) {
 		t.Errorf("storageClassName = %q, want unset (cluster default)", *pvc.Spec.StorageClassName)
 	}
 
-	// Optional parts are off by default.
-	if len(m.secrets)+len(m.jobs)+len(m.pdbs)+len(m.configMaps)+len(m.other) != 0 {
-		t.Errorf("default rendering has optional objects: %d secrets, %d jobs, %d pdbs, %d configmaps, %d other",
-			len(m.secrets), len(m.jobs), len(m.pdbs), len(m.configMaps), len(m.other))
+	// On by default: the topic-creation hook Job and, with 2 replicas,
+	// the PodDisruptionBudget. The other optional parts are off.
+	if len(m.secrets)+len(m.configMaps)+len(m.other)+len(m.netpols) != 0 {
+		t.Errorf("default rendering has optional objects: %d secrets, %d configmaps, %d netpols, %d other",
+			len(m.secrets), len(m.configMaps), len(m.netpols), len(m.other))
+	}
+	if len(m.jobs) != 1 || len(m.jobs[0].Spec.Template.Spec.Containers) != 1 ||
+		!slices.Equal(m.jobs[0].Spec.Template.Spec.Containers[0].Args, []string{"topic", "create"}) {
+		t.Errorf("default rendering: want the topic Job running `topic create`, got %d jobs", len(m.jobs))
+	}
+	if *sts.Spec.Replicas != 2 || len(m.pdbs) != 1 || m.pdbs[0].Spec.MaxUnavailable == nil || m.pdbs[0].Spec.MaxUnavailable.IntValue() != 1 ||
+		!selects(m.pdbs[0].Spec.Selector.MatchLabels, sts.Spec.Template.Labels) {
+		t.Errorf("default rendering: want 2 replicas and a PDB (maxUnavailable 1) selecting them; got %d replicas, %d PDBs", *sts.Spec.Replicas, len(m.pdbs))
+	}
+	env := envMap(c)
+	if v, ok := env["KDELAY_WHEEL_HORIZON"]; ok {
+		t.Errorf("KDELAY_WHEEL_HORIZON = %q by default, want unset (derived from the levels)", v)
+	}
+	// GOMEMLIMIT: 90% of the 512Mi limit.
+	if env["GOMEMLIMIT"] != strconv.Itoa(512<<20*9/10) {
+		t.Errorf("GOMEMLIMIT = %q, want %d (0.9 x 512Mi)", env["GOMEMLIMIT"], 512<<20*9/10)
+	}
+	if tsc := pod.TopologySpreadConstraints; len(tsc) != 1 || tsc[0].TopologyKey != "topology.kubernetes.io/zone" ||
+		tsc[0].WhenUnsatisfiable != corev1.ScheduleAnyway || tsc[0].LabelSelector == nil || !selects(tsc[0].LabelSelector.MatchLabels, sts.Spec.Template.Labels) {
+		t.Errorf("default topology spread = %+v, want a soft zone spread of the pods", tsc)
 	}
 	for _, k := range []string{"KDELAY_SASL_MECHANISM", "KDELAY_SASL_PASSWORD_FILE", "KDELAY_TLS_ENABLED"} {
 		if _, ok := envMap(c)[k]; ok {
@@ -269,26 +292,35 @@ func TestAllOn(t *testing.T) {
 		t.Errorf("grace = %d, shutdown = %s; want 80 and 60s", *pod.TerminationGracePeriodSeconds, env["KDELAY_SHUTDOWN_TIMEOUT"])
 	}
 	wantEnv := map[string]string{
-		"KDELAY_BROKERS":              "kafka-0.kafka:9093,kafka-1.kafka:9093,kafka-2.kafka:9093",
-		"KDELAY_TOPIC":                "delays",
-		"KDELAY_GROUP":                "kdelay-prod",
-		"KDELAY_DLQ_TOPIC":            "delays-dead",
-		"KDELAY_PARTITIONS_PER_LEVEL": "2",
-		"KDELAY_TARGET_ALLOW":         "orders.*,billing.*",
-		"KDELAY_TARGET_DENY":          "__*",
-		"KDELAY_MAX_DELAY":            "168h",
-		"KDELAY_LOG_LEVEL":            "debug",
-		"KDELAY_HTTP_ADDR":            ":9090",
-		"KDELAY_WHEEL_HORIZON":        "30m",
-		"KDELAY_WHEEL_SYNC":           "interval",
-		"KDELAY_SASL_MECHANISM":       "SCRAM-SHA-512",
-		"KDELAY_SASL_USERNAME":        "kdelay",
-		"KDELAY_SASL_PASSWORD_FILE":   "/etc/kdelay/sasl/password",
-		"KDELAY_TLS_ENABLED":          "true",
-		"KDELAY_TLS_CA_FILE":          "/etc/kdelay/tls/ca.crt",
-		"KDELAY_TLS_CERT_FILE":        "/etc/kdelay/tls/tls.crt",
-		"KDELAY_TLS_KEY_FILE":         "/etc/kdelay/tls/tls.key",
-		"GOMAXPROCS":                  "2",
+		"KDELAY_BROKERS":                "kafka-0.kafka:9093,kafka-1.kafka:9093,kafka-2.kafka:9093",
+		"KDELAY_TOPIC":                  "delays",
+		"KDELAY_GROUP":                  "kdelay-prod",
+		"KDELAY_DLQ_TOPIC":              "delays-dead",
+		"KDELAY_PARTITIONS_PER_LEVEL":   "2",
+		"KDELAY_TARGET_ALLOW":           "orders.*,billing.*",
+		"KDELAY_TARGET_DENY":            "__*",
+		"KDELAY_MAX_DELAY":              "168h",
+		"KDELAY_LOG_LEVEL":              "debug",
+		"KDELAY_HTTP_ADDR":              ":9090",
+		"KDELAY_WHEEL_HORIZON":          "30m",
+		"KDELAY_WHEEL_SYNC":             "interval",
+		"KDELAY_CLIENT_ID":              "kdelay-prod",
+		"KDELAY_FETCH_MAX_WAIT":         "250ms",
+		"KDELAY_SESSION_TIMEOUT":        "20s",
+		"KDELAY_TARGET_MISSING_TIMEOUT": "2m",
+		"KDELAY_MISSING_TOPIC_GRACE":    "45s",
+		"KDELAY_RETRY_TIMEOUT":          "5m",
+		"KDELAY_STALL_TIMEOUT":          "10m",
+		"KDELAY_ALLOW_LEVEL_CHANGE":     "false",
+		"GOMEMLIMIT":                    strconv.Itoa(1 << 30 * 3 / 4),
+		"KDELAY_SASL_MECHANISM":         "SCRAM-SHA-512",
+		"KDELAY_SASL_USERNAME":          "kdelay",
+		"KDELAY_SASL_PASSWORD_FILE":     "/etc/kdelay/sasl/password",
+		"KDELAY_TLS_ENABLED":            "true",
+		"KDELAY_TLS_CA_FILE":            "/etc/kdelay/tls/ca.crt",
+		"KDELAY_TLS_CERT_FILE":          "/etc/kdelay/tls/tls.crt",
+		"KDELAY_TLS_KEY_FILE":           "/etc/kdelay/tls/tls.key",
+		"GOMAXPROCS":                    "2",
 	}
 	for k, v := range wantEnv {
 		if env[k] != v {
@@ -382,6 +414,9 @@ func TestAllOn(t *testing.T) {
 	}
 
 	checkServiceMonitor(t, m, sts)
+	checkPrometheusRule(t, m)
+	checkNetworkPolicy(t, m, sts)
+	checkEveryVariable(t, env)
 	checkDashboard(t, m)
 	checkTopicJob(t, m, sts, c, fullname+"-topic-create-sasl", "password")
 }
@@ -479,7 +514,13 @@ func checkDashboard(t *testing.T, m *manifests) {
 		}
 	}
 	all := strings.Join(exprs, "\n")
+	checkMetricNames(t, "dashboard", exprs)
 	for _, want := range []string{
+		"max by (pod) (kdelay_ready",
+		"sum by (reason) (rate(kdelay_produce_retries_total",
+		"sum by (pod) (kdelay_assigned_partitions",
+		// Idle levels export 0 (they would plot at about -1.8e9 s).
+		"min by (level) (kdelay_next_due_timestamp_seconds{namespace=~\"$namespace\",pod=~\"$pod\"} > 0) - time()",
 		"histogram_quantile(0.99, sum by (le) (rate(kdelay_lateness_seconds_bucket",
 		"histogram_quantile(0.5, sum by (le) (rate(kdelay_lateness_seconds_bucket",
 		"rate(kdelay_records_forwarded_total",
@@ -607,6 +648,10 @@ func TestInvalidValuesRejected(t *testing.T) {
 		"unknown top-level value":   {"replicas=3"},
 		"anti-affinity preset typo": {"podAntiAffinity=medium"},
 		"zero partitions per level": {"config.partitionsPerLevel=0"},
+		"unknown alert disabled":    {"prometheusRule.disabled={KdelayNope}"},
+		"gomemlimit ratio above 1":  {"goMemLimitRatio=2"},
+		"memory limit unit":         {"resources.limits.memory=1Gb"},
+		"bad session timeout":       {"config.sessionTimeout=10"},
 	} {
 		if out, err := runHelm(t, renderArgs(chartDir, "", sets...)...); err == nil {
 			t.Errorf("%s (%v): rendering succeeded, want an error\n%.300s", name, sets, out)
@@ -635,7 +680,10 @@ func TestNotes(t *testing.T) {
 		sets   []string
 		want   []string
 	}{
-		{"", nil, []string{"port-forward svc/" + fullname + " 8080:8080", "/metrics", "topic create"}},
+		{"", nil, []string{"port-forward svc/" + fullname + " 8080:8080", "/metrics", "hook Job " + fullname + "-topic-create"}},
+		// Without the hook a path that works: a throw-away pod (the relay
+		// pods crash-loop without topics and cannot be exec'd into).
+		{"", []string{"topicCreate.enabled=false"}, []string{"kubectl -n " + releaseNS + " run " + fullname + "-topic-create --rm -i --restart=Never", "-- topic create"}},
 		{filepath.Join(dst, "ci", "all-on-values.yaml"), []string{"replicaCount=40"}, []string{"ServiceMonitor", "dashboard", "WARNING: replicaCount (40)"}},
 	} {
 		args := append(renderArgs(dst, tc.values, tc.sets...), "--show-only", "templates/notes-check.yaml")
@@ -653,6 +701,9 @@ func TestNotes(t *testing.T) {
 			if !strings.Contains(doc.Notes, w) {
 				t.Errorf("NOTES (values %q %v) lack %q:\n%s", tc.values, tc.sets, w, doc.Notes)
 			}
+		}
+		if strings.Contains(doc.Notes, "kubectl exec") || strings.Contains(doc.Notes, " exec ") {
+			t.Errorf("NOTES (values %q %v) suggest exec into a pod that may be crash-looping:\n%s", tc.values, tc.sets, doc.Notes)
 		}
 	}
 }
@@ -681,6 +732,9 @@ func (m *manifests) objects() []kindObject {
 	}
 	for _, o := range m.pdbs {
 		add("PodDisruptionBudget", o)
+	}
+	for _, o := range m.netpols {
+		add("NetworkPolicy", o)
 	}
 	for _, o := range m.other {
 		add(o.GetKind(), o)

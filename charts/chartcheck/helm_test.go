@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -106,6 +107,7 @@ type manifests struct {
 	accounts     []*corev1.ServiceAccount
 	jobs         []*batchv1.Job
 	pdbs         []*policyv1.PodDisruptionBudget
+	netpols      []*networkingv1.NetworkPolicy
 	other        []*unstructured.Unstructured // kinds without Go types here (ServiceMonitor)
 }
 
@@ -116,7 +118,7 @@ var (
 
 func init() {
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme,
+		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme, networkingv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)
@@ -188,6 +190,8 @@ func decodeAll(out string) (*manifests, error) {
 			m.jobs = append(m.jobs, o)
 		case *policyv1.PodDisruptionBudget:
 			m.pdbs = append(m.pdbs, o)
+		case *networkingv1.NetworkPolicy:
+			m.netpols = append(m.netpols, o)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected kind %T", i, obj)
 		}

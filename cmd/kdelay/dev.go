@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -65,7 +66,10 @@ Scale the levels down to see a whole cascade in seconds:
 		switch s.flag {
 		case "http-addr":
 			a.addSetting(cmd.Flags(), s, "off")
-		case "group", "shutdown-timeout", "max-delay", "wheel-horizon", "fetch-max-wait":
+		case "shutdown-timeout":
+			// Nothing to keep: a stuck stop should not take 30s.
+			a.addSetting(cmd.Flags(), s, "5s")
+		case "group", "max-delay", "wheel-horizon", "fetch-max-wait":
 			a.addSetting(cmd.Flags(), s, "")
 		}
 	}
@@ -134,6 +138,13 @@ func (a *app) dev(cmd *cobra.Command, port int, demo bool) error {
 		if demo {
 			g.Go(func() error { return sendDemo(gctx, cfg, log, out) })
 		}
+		g.Go(func() error {
+			<-gctx.Done()
+			if ctx.Err() != nil {
+				out.Printf("stopping (at most %s; Ctrl-C again quits at once)\n", cfg.ShutdownTimeout)
+			}
+			return nil
+		})
 		err := g.Wait()
 		if err == nil {
 			out.Printf("stopped\n")
@@ -144,7 +155,7 @@ func (a *app) dev(cmd *cobra.Command, port int, demo bool) error {
 
 // devTopics creates the delay, dead-letter and demo topics.
 func devTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	cl, err := newClient(cfg, log)
+	cl, err := newClient(cfg, log, waitOpts...)
 	if err != nil {
 		return err
 	}
@@ -152,7 +163,11 @@ func devTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	if _, _, err := ensureTopics(ctx, adm, cfg, topicSpec{rf: -1, dlqPartitions: 1}); err != nil {
+	res, _, err := ensureTopics(ctx, adm, cfg, topicSpec{rf: -1, dlqPartitions: 1})
+	if err != nil {
+		return err
+	}
+	if err := waitVisible(ctx, adm, res.created, adminTimeout); err != nil {
 		return err
 	}
 	if _, err := adm.CreateTopic(ctx, 3, -1, nil, demoTopic); err != nil {
@@ -266,27 +281,44 @@ func watchDeliveries(ctx context.Context, cfg config.Config, log *slog.Logger, o
 					r.Key, header(r, levels.HeaderError), header(r, levels.HeaderSource))
 				return
 			}
-			planned, dueStr, late := "?", "?", "?"
-			if v := header(r, demoHeader); v != "" {
-				planned = v
-			}
-			if ms, err := strconv.ParseInt(header(r, levels.HeaderDueAt), 10, 64); err == nil {
-				due := time.UnixMilli(ms)
-				dueStr = due.Format(time.TimeOnly + ".000")
-				l := arrived.Sub(due).Round(time.Millisecond)
-				late = fmt.Sprintf("%+dms", l.Milliseconds())
-				if l < 0 {
-					late += " EARLY"
-				}
-			}
-			out.Printf("%s  delivered  key=%-14s planned=%-6s due=%s  late=%s  partition=%d\n",
-				arrived.Format(time.TimeOnly+".000"), r.Key, planned, dueStr, late, r.Partition)
+			out.Printf("%s\n", deliveryLine(r, arrived, start))
 			if first {
 				first = false
 				log.Debug("first delivery", "after", arrived.Sub(start).Round(time.Millisecond))
 			}
 		})
 	}
+}
+
+// deliveryLine describes a record delivered to the demo target at
+// arrived; start is when dev started. The planned delay is shown for the
+// demo's own records only. A record due before dev started (an --at in the
+// past) shows no lateness: it went at once, and its lateness would only
+// measure how old its --at was.
+func deliveryLine(r *kgo.Record, arrived, start time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  delivered  key=%-14s", arrived.Format(time.TimeOnly+".000"), r.Key)
+	if v := header(r, demoHeader); v != "" {
+		fmt.Fprintf(&b, " planned=%-6s", v)
+	}
+	ms, err := strconv.ParseInt(header(r, levels.HeaderDueAt), 10, 64)
+	switch {
+	case err != nil:
+		b.WriteString(" due=?  late=?")
+	case time.UnixMilli(ms).Before(start):
+		due := time.UnixMilli(ms)
+		fmt.Fprintf(&b, " due=%s  late=-  (due before kdelay dev started: sent at once)", due.UTC().Format(time.RFC3339))
+	default:
+		due := time.UnixMilli(ms)
+		l := arrived.Sub(due).Round(time.Millisecond)
+		late := fmt.Sprintf("%+dms", l.Milliseconds())
+		if l < 0 {
+			late += " EARLY"
+		}
+		fmt.Fprintf(&b, " due=%s  late=%s", due.Format(time.TimeOnly+".000"), late)
+	}
+	fmt.Fprintf(&b, "  partition=%d", r.Partition)
+	return b.String()
 }
 
 // header returns the last value of header key, "" if absent.

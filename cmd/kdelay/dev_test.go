@@ -7,9 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
 )
 
-var deliveryLine = regexp.MustCompile(`(?m)^\S+  delivered  key=(\S+)\s+planned=(\S+)\s+due=(\S+)  late=([+-]\d+)ms`)
+var deliveryRE = regexp.MustCompile(`(?m)^\S+  delivered  key=(\S+)\s+planned=(\S+)\s+due=(\S+)  late=([+-]\d+)ms`)
 
 func TestDev(t *testing.T) {
 	t.Parallel()
@@ -17,7 +21,7 @@ func TestDev(t *testing.T) {
 	s := start(t, map[string]string{"KDELAY_LOG_FORMAT": "json"}, "dev", "--port", "0", "--levels", "100ms 200ms 400ms 800ms")
 
 	out := s.stdout.waitFor(t, 20*time.Second, "3 deliveries", func(out string) bool {
-		return len(deliveryLine.FindAllString(out, -1)) >= 3
+		return len(deliveryRE.FindAllString(out, -1)) >= 3
 	})
 	t.Logf("3 deliveries %s after the start", time.Since(begin).Round(time.Millisecond))
 	first, _, _ := strings.Cut(out, "\n")
@@ -29,7 +33,7 @@ func TestDev(t *testing.T) {
 		"kcat -P -b 127.0.0.1:", "-H kdelay-target=demo -H kdelay-delay=400ms",
 		"sent 9 demo records",
 	)
-	for _, m := range deliveryLine.FindAllStringSubmatch(out, -1) {
+	for _, m := range deliveryRE.FindAllStringSubmatch(out, -1) {
 		if late, _ := strconv.Atoi(m[4]); late < 0 {
 			t.Errorf("early delivery: %s", m[0])
 		}
@@ -43,7 +47,7 @@ func TestDev(t *testing.T) {
 		t.Fatalf("exit code %d; stderr:\n%s", code, s.stderr)
 	}
 	t.Logf("exit 0 %s after the signal", took.Round(time.Millisecond))
-	mustContain(t, "dev output", s.stdout.String(), "\nstopped\n")
+	mustContain(t, "dev output", s.stdout.String(), "stopping (at most 5s; Ctrl-C again quits at once)\n", "\nstopped\n")
 }
 
 func TestDevPortBusy(t *testing.T) {
@@ -57,4 +61,33 @@ func TestDevPortBusy(t *testing.T) {
 	r := kdelay(t, t.Context(), map[string]string{}, nil, "dev", "--port", port)
 	mustCode(t, r, exitFailure)
 	mustContain(t, "stderr", r.stderr, "port "+port+" is busy", "--port 0")
+}
+
+func TestDeliveryLine(t *testing.T) {
+	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	arrived := start.Add(time.Minute)
+	rec := func(due time.Time, demo string) *kgo.Record {
+		r := &kgo.Record{Key: []byte("k"), Headers: []kgo.RecordHeader{{Key: levels.HeaderDueAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))}}}
+		if demo != "" {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: demoHeader, Value: []byte(demo)})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name      string
+		r         *kgo.Record
+		want, not []string
+	}{
+		{"demo record", rec(arrived.Add(-15*time.Millisecond), "1s"), []string{"planned=1s", "late=+15ms"}, []string{"EARLY"}},
+		{"own record", rec(arrived.Add(-15*time.Millisecond), ""), []string{"late=+15ms"}, []string{"planned"}},
+		{"past --at", rec(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), ""), []string{"due=2020-01-01T00:00:00Z", "late=-", "sent at once"}, []string{"late=+", "planned"}},
+	} {
+		got := deliveryLine(tc.r, arrived, start)
+		mustContain(t, tc.name, got, tc.want...)
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%s: %q contains %q", tc.name, got, n)
+			}
+		}
+	}
 }

@@ -22,8 +22,9 @@ type httpServer struct {
 
 // newHTTPServer listens on addr at once, so a busy port fails the start
 // rather than a background goroutine. ready says whether /readyz answers
-// 200; it gives the reason when not.
-func newHTTPServer(addr string, reg *prometheus.Registry, ready func() (bool, string), log *slog.Logger) (*httpServer, error) {
+// 200; it gives the reason when not. live says whether /healthz answers
+// 200: an error (the relay is stalled) makes it 503 with the error.
+func newHTTPServer(addr string, reg *prometheus.Registry, ready func() (bool, string), live func() error, log *slog.Logger) (*httpServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http: listen on %s (KDELAY_HTTP_ADDR): %w", addr, err)
@@ -36,6 +37,11 @@ func newHTTPServer(addr string, reg *prometheus.Registry, ready func() (bool, st
 	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := live(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "stalled:", err)
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -34,7 +34,7 @@ func TestVersion(t *testing.T) {
 	mustContain(t, "version", r.stdout, "kdelay dev\n", "go     go1.")
 	r = kdelay(t, t.Context(), nil, nil, "--version")
 	mustCode(t, r, exitOK)
-	mustContain(t, "--version", r.stdout, "kdelay version dev")
+	mustContain(t, "--version", r.stdout, "kdelay dev\n", "go     go1.")
 }
 
 func TestSettingsFromEnvAndFlags(t *testing.T) {

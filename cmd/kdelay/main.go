@@ -8,7 +8,8 @@
 //
 // Every flag that mirrors a setting reads its KDELAY_* variable for its
 // default; a flag given on the command line wins. Exit codes: 0 success,
-// 1 failure, 2 usage or configuration error.
+// 1 failure, 2 usage or configuration error. SIGINT or SIGTERM stops a
+// command gracefully; a second one ends the process at once.
 package main
 
 import (
@@ -24,6 +25,12 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		// The first signal asks for a graceful stop; the second one gets
+		// the default action (exit at once), for a shutdown that is stuck.
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], nil, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

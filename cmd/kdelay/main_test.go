@@ -97,6 +97,8 @@ func testEnv(t *testing.T, addr string, extra ...string) map[string]string {
 		"KDELAY_LOG_LEVEL":  "warn",
 		"KDELAY_HTTP_ADDR":  "off",
 		"KDELAY_DATA_DIR":   t.TempDir(),
+		// A missing topic fails at once, not after a grace.
+		"KDELAY_MISSING_TOPIC_GRACE": "0",
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]

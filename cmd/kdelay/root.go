@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -75,9 +76,9 @@ Exit codes: 0 success, 1 failure, 2 usage or configuration error.`,
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// No completion command: kdelay runs in containers more than shells.
-		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
+	// kdelay --version prints what kdelay version prints.
+	root.SetVersionTemplate(versionText())
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
@@ -90,9 +91,25 @@ Exit codes: 0 success, 1 failure, 2 usage or configuration error.`,
 		a.newTopicCmd(),
 		a.newStatusCmd(),
 		a.newLevelsCmd(),
+		a.newDLQCmd(),
 		a.newVersionCmd(),
 	)
 	return root
+}
+
+// groupRunE is the RunE of a command that only groups subcommands (topic,
+// dlq): alone it prints its help (exit 0); with an argument that names no
+// subcommand it is a usage error (exit 2), as an unknown command of the
+// root is.
+func (a *app) groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		err = fmt.Errorf("%w\n\nDid you mean this?\n\t%s", err, strings.Join(s, "\n\t"))
+	}
+	return err // not a usageError: execute adds the "--help" hint, exit 2
 }
 
 // runE wraps a command body so that its errors count as failures (exit 1)

@@ -33,7 +33,10 @@ topic and forwards every record to its target topic when it is due.
 
 On start it checks that the delay topic exists with levels x
 partitions-per-level partitions and that the dead-letter topic exists, and
-refuses to start otherwise (create them with "kdelay topic create").
+refuses to start otherwise (create them with "kdelay topic create"). A
+missing topic is looked for again during --missing-topic-grace (default
+30s), since a topic created a moment ago may not be in every broker's
+metadata yet.
 
 It serves, on --http-addr, /metrics (Prometheus), /healthz (200 while the
 process runs) and /readyz (200 once the relay has taken up its first
@@ -70,11 +73,25 @@ the group, stop the HTTP server.`,
 // stays up, /healthz 200 and /readyz 503), so a relay started before Kafka,
 // or while Kafka is down, waits instead of crash-looping. A missing or
 // mis-sized topic is an error at once: waiting would not fix it.
+//
+// A missing topic may be one created a moment ago that this broker's
+// metadata does not show yet: it is looked for again every 250ms for
+// cfg.MissingTopicGrace before the error.
 func waitForTopics(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	backoff := time.Second
+	graceEnd := time.Now().Add(cfg.MissingTopicGrace)
 	for {
 		err := checkTopicsWith(ctx, cfg, log)
 		var le *layoutError
+		if errors.As(err, &le) && le.missing && time.Now().Before(graceEnd) && ctx.Err() == nil {
+			log.Info("topic not found; looking again in case it was just created", "err", err, "grace_left", time.Until(graceEnd).Round(time.Second).String())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
 		if err == nil || errors.As(err, &le) || ctx.Err() != nil {
 			return err
 		}
@@ -126,48 +143,55 @@ func runBounded(ctx context.Context, grace time.Duration, fn func(context.Contex
 type sidecar struct {
 	cfg      config.Config
 	log      *slog.Logger
-	relay    *relay.Relay
+	relay    atomic.Pointer[relay.Relay] // set once Kafka answers and the relay is created
+	kopts    []kgo.Opt
 	reg      *prometheus.Registry
 	http     *httpServer // nil when KDELAY_HTTP_ADDR=off
 	stopping atomic.Bool
 }
 
-// newSidecar binds the HTTP server, unless disabled, and creates the relay
-// (opening its wheel). kopts are extra client options for the relay.
+// newSidecar binds the HTTP server, unless disabled; Run creates the relay
+// once Kafka answers. kopts are extra client options for the relay.
 func newSidecar(cfg config.Config, log *slog.Logger, kopts ...kgo.Opt) (*sidecar, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	s := &sidecar{cfg: cfg, log: log, reg: reg}
+	s := &sidecar{cfg: cfg, log: log, reg: reg, kopts: kopts}
 	if !strings.EqualFold(cfg.HTTPAddr, "off") {
 		// First, so a busy port fails before the relay opens anything.
-		h, err := newHTTPServer(cfg.HTTPAddr, reg, s.ready, log)
+		h, err := newHTTPServer(cfg.HTTPAddr, reg, s.ready, s.live, log)
 		if err != nil {
 			return nil, err
 		}
 		s.http = h
 	}
-	r, err := relay.New(relay.Options{Config: cfg, Log: log, Registry: reg, KafkaOpts: kopts})
-	if err != nil {
-		if s.http != nil {
-			s.http.ln.Close()
-		}
-		return nil, err
-	}
-	s.relay = r
 	return s, nil
 }
 
 func (s *sidecar) ready() (bool, string) {
+	r := s.relay.Load()
 	switch {
 	case s.stopping.Load():
 		return false, "shutting down"
-	case !s.relay.Ready():
-		return false, "relay not ready (joining the group, waiting for its first assignment, or retrying)"
+	case r == nil:
+		return false, "waiting for Kafka and the topics"
+	case !r.Ready():
+		if why := r.Why(); why != "" {
+			return false, "relay " + why
+		}
+		return false, "relay joining the group or waiting for its first assignment"
 	}
 	return true, ""
+}
+
+// live is /healthz: an error when the relay is stalled.
+func (s *sidecar) live() error {
+	if r := s.relay.Load(); r != nil {
+		return r.Live()
+	}
+	return nil
 }
 
 // Run runs the relay and the HTTP server until ctx ends, then stops them
@@ -188,10 +212,14 @@ func (s *sidecar) Run(ctx context.Context) error {
 	g.Go(func() error {
 		defer close(relayDone)
 		if err := waitForTopics(gctx, s.cfg, s.log); err != nil || gctx.Err() != nil {
-			s.relay.Close()
 			return err
 		}
-		err := s.relay.Run(gctx)
+		r, err := relay.New(relay.Options{Config: s.cfg, Log: s.log, Registry: s.reg, KafkaOpts: s.kopts})
+		if err != nil {
+			return err
+		}
+		s.relay.Store(r)
+		err = r.Run(gctx)
 		switch {
 		case err != nil:
 			return fmt.Errorf("relay: %w", err)

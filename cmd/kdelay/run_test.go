@@ -175,10 +175,13 @@ func TestRunHTTPEndpoints(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d %q before the assignment, want 503", code, body)
 	}
-	code, body := get(t, base+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics = %d", code)
-	}
+	// The relay's series appear once it is created (after Kafka answered).
+	var body string
+	eventually(t, 20*time.Second, "relay metrics served", func() bool {
+		var code int
+		code, body = get(t, base+"/metrics")
+		return code == http.StatusOK && strings.Contains(body, "kdelay_ready 0") && strings.Contains(body, "kdelay_kafka_")
+	})
 	mustContain(t, "/metrics", body, "kdelay_ready 0", "go_goroutines", "process_cpu_seconds_total", "kdelay_kafka_")
 
 	// Ready once the first assignment is taken up, on an idle delay topic.
@@ -214,7 +217,7 @@ func TestRunHTTPEndpoints(t *testing.T) {
 	default:
 	}
 	releaseLeave()
-	code, _ = s.stop(t, 15*time.Second)
+	code, _ := s.stop(t, 15*time.Second)
 	if code != exitOK {
 		t.Fatalf("exit code %d; stderr:\n%s", code, s.stderr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -34,7 +36,17 @@ type sendFlags struct {
 	value     string
 	count     int
 	progress  bool
+	force     bool
+	asJSON    bool
 }
+
+// interruptGrace bounds how long send waits, once interrupted, for the
+// records already in flight to be acknowledged.
+const interruptGrace = 1500 * time.Millisecond
+
+// pastSlack is how far in the past --at may lie without --force: a script
+// passing "now" as epoch milliseconds is a moment late by the time it runs.
+const pastSlack = time.Minute
 
 func (a *app) newSendCmd() *cobra.Command {
 	var f sendFlags
@@ -47,7 +59,18 @@ record's level chosen by key hash.
 
 The value is --value, or else everything read from stdin. In --key and
 --value, "{i}" is replaced by the record's index (0-based), so --count 1000
---key "order-{i}" sends 1000 distinct keys.`,
+--key "order-{i}" sends 1000 distinct keys.
+
+Before sending it checks what a relay with the same configuration would
+dead-letter, and refuses it (exit 2) unless --force: a target that does not
+exist or that KDELAY_TARGET_ALLOW/DENY refuse, a --partition the target does
+not have, a delay over KDELAY_MAX_DELAY. It also refuses an --at more than
+a minute in the past (the relay would deliver it at once). A bare number
+given to --delay is milliseconds (as the kdelay-delay header says); send
+warns when it is under 1000.
+
+Ctrl-C stops sending: send waits at most 1.5s for the records in flight,
+prints how many were acknowledged and exits 1.`,
 		Example: `  kdelay send --target orders --delay 30s --key order-42 --value '{"id":42}'
   echo hello | kdelay send --target demo --level 3 -H trace-id=abc
   kdelay send --target demo --at 2030-01-01T00:00:00Z --value new-year
@@ -68,6 +91,8 @@ The value is --value, or else everything read from stdin. In --key and
 	fl.StringVar(&f.value, "value", "", `record value ("{i}" = record index); default: read from stdin`)
 	fl.IntVarP(&f.count, "count", "n", 1, "number of records to send")
 	fl.BoolVar(&f.progress, "progress", false, fmt.Sprintf("show a progress bar on stderr (default: on a terminal from %d records)", progressMin))
+	fl.BoolVar(&f.force, "force", false, "send even what a relay would dead-letter (missing target, refused target, bad partition, delay over KDELAY_MAX_DELAY) or an --at in the past")
+	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	cmd.MarkFlagRequired("target")
 	cmd.MarkFlagsMutuallyExclusive("delay", "at", "level")
 	cmd.MarkFlagsOneRequired("delay", "at", "level")
@@ -95,8 +120,8 @@ func parseAt(s string) (time.Time, error) {
 }
 
 // schedule turns the flags into a levels.Delay (without its time base).
-func (f sendFlags) schedule(tab *levels.Table) (levels.Delay, error) {
-	d := levels.Delay{Target: f.target}
+func (f sendFlags) schedule(tab *levels.Table) (schedule, error) {
+	d := schedule{Target: f.target}
 	if err := levels.ValidTopicName(f.target); err != nil {
 		return d, usageErrorf("invalid --target %q: not a valid Kafka topic name", f.target)
 	}
@@ -131,6 +156,19 @@ func (f sendFlags) schedule(tab *levels.Table) (levels.Delay, error) {
 	return d, nil
 }
 
+// base returns the schedule of a record sent at now: --delay 0 becomes an
+// absolute due time of now.
+func (d schedule) base(now time.Time) levels.Delay {
+	ld := levels.Delay(d)
+	if ld.Delay == 0 && ld.At.IsZero() && ld.Level == 0 {
+		ld.At = now
+	}
+	return ld
+}
+
+// schedule is a levels.Delay without its time base.
+type schedule levels.Delay
+
 func parseHeaders(kvs []string) ([]kgo.RecordHeader, error) {
 	var hs []kgo.RecordHeader
 	for _, kv := range kvs {
@@ -147,7 +185,7 @@ func parseHeaders(kvs []string) ([]kgo.RecordHeader, error) {
 }
 
 func (a *app) send(cmd *cobra.Command, f sendFlags) error {
-	cfg, err := a.loadConfig(cmd, nil)
+	cfg, err := a.loadClientConfig(cmd)
 	if err != nil {
 		return err
 	}
@@ -176,8 +214,10 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 		}
 	}
 	log := cfg.Logger(a.stderr)
-	if ok, why := cfg.TargetAllowed(f.target); !ok {
-		log.Warn("a relay with this configuration dead-letters records for this target", "target", f.target, "reason", why)
+	if f.delay != "" {
+		if ms, err := strconv.ParseInt(strings.TrimSpace(f.delay), 10, 64); err == nil && ms > 0 && ms < 1000 {
+			log.Warn(fmt.Sprintf("--delay %s is %dms: a bare number is milliseconds; write %ss for seconds", f.delay, ms, f.delay))
+		}
 	}
 
 	cl, err := newClient(cfg, log, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -186,8 +226,9 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 	}
 	defer cl.Close()
 	ctx := cmd.Context()
+	adm := kadm.NewClient(cl)
 	actx, cancel := context.WithTimeout(ctx, adminTimeout)
-	n, exists, err := partitionCount(actx, kadm.NewClient(cl), cfg.Topic)
+	n, exists, err := partitionCount(actx, adm, cfg.Topic)
 	cancel()
 	switch {
 	case err != nil:
@@ -196,6 +237,24 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 		return fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create`", cfg.Topic)
 	case n != tab.Partitions():
 		return mismatchError(cfg, n)
+	}
+
+	// What the relay would do with these records: refuse what it would
+	// dead-letter, before anything is sent.
+	probe := &kgo.Record{Key: []byte(f.key), Headers: slices.Clone(headers)}
+	if err := tab.Stamp(probe, cfg.Topic, sched.base(time.Now()), time.Now()); err != nil {
+		return usageErrorf("%v", err)
+	}
+	ps, err := tab.Parse(probe.Headers, probe.Timestamp)
+	if err != nil {
+		return fmt.Errorf("stamped record does not parse: %w", err)
+	}
+	if err := f.check(ctx, adm, cfg, ps, time.Now()); err != nil {
+		var ue *usageError
+		if !f.force || !errors.As(err, &ue) {
+			return err
+		}
+		log.Warn("--force: sending anyway", "refused", strings.TrimSuffix(err.Error(), " (--force sends anyway)"))
 	}
 
 	var bar *progressbar.ProgressBar
@@ -213,10 +272,8 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 
 	var (
 		mu       sync.Mutex
-		acked    int
+		sum      = sendSummary{Topic: cfg.Topic, Target: f.target, Requested: f.count, Partitions: make(map[int32]int)}
 		firstErr error
-		failed   int
-		parts    = make(map[int32]int)
 		due      [2]time.Time // earliest, latest
 	)
 	start := time.Now()
@@ -227,16 +284,16 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 		return []byte(strings.ReplaceAll(f.key, "{i}", strconv.Itoa(i)))
 	}
 	for i := range f.count {
+		if ctx.Err() != nil {
+			break
+		}
 		rec := &kgo.Record{
 			Key:     key(i),
 			Value:   []byte(strings.ReplaceAll(f.value, "{i}", strconv.Itoa(i))),
 			Headers: slices.Clone(headers),
 		}
-		d, now := sched, time.Now()
-		if d.Delay == 0 && d.At.IsZero() && d.Level == 0 {
-			d.At = now // --delay 0: due at once, as an absolute time
-		}
-		if err := tab.Stamp(rec, cfg.Topic, d, now); err != nil {
+		now := time.Now()
+		if err := tab.Stamp(rec, cfg.Topic, sched.base(now), now); err != nil {
 			return usageErrorf("%v", err)
 		}
 		s, err := tab.Parse(rec.Headers, rec.Timestamp)
@@ -247,14 +304,14 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				failed++
+				sum.Failed++
 				if firstErr == nil {
 					firstErr = err
 				}
 				return
 			}
-			acked++
-			parts[r.Partition]++
+			sum.Acked++
+			sum.Partitions[r.Partition]++
 			if due[0].IsZero() || s.Due.Before(due[0]) {
 				due[0] = s.Due
 			}
@@ -266,33 +323,112 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 			}
 		})
 	}
-	if err := cl.Flush(ctx); err != nil {
+	if ctx.Err() != nil {
+		// Interrupted: drop what is still buffered, wait (briefly) for
+		// what is in flight, and report what the brokers acknowledged.
+		sum.Interrupted = true
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptGrace)
+		if err := cl.AbortBufferedRecords(actx); err != nil {
+			log.Warn("records still in flight when send gave up waiting; they may or may not have been written", "err", err)
+		}
+		cancel()
+	} else if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
 	if bar != nil {
-		bar.Finish()
+		if sum.Interrupted {
+			bar.Exit()
+		} else {
+			bar.Finish()
+		}
 		fmt.Fprintln(a.stderr)
 	}
 	took := time.Since(start)
 
 	mu.Lock()
 	defer mu.Unlock()
-	fmt.Fprintf(a.stdout, "sent %s to %s for target %s in %s\n", plural(acked, "record"), cfg.Topic, f.target, took.Round(time.Millisecond))
-	if acked > 0 {
-		ps := make([]string, 0, len(parts))
-		for _, p := range slices.Sorted(maps.Keys(parts)) {
-			l := tab.LevelOf(p)
-			ps = append(ps, fmt.Sprintf("%d (level %d, %s): %d", p, l, levels.FormatDuration(tab.Duration(l)), parts[p]))
-		}
-		fmt.Fprintf(a.stdout, "  partitions  %s\n", strings.Join(ps, "; "))
-		when := fmtTime(due[0])
-		if !due[1].Equal(due[0]) {
-			when += " .. " + fmtTime(due[1])
-		}
-		fmt.Fprintf(a.stdout, "  due         %s (%s)\n", when, relative(time.Until(due[0])))
+	sum.TookMs = took.Milliseconds()
+	if sum.Acked > 0 {
+		sum.DueFirst, sum.DueLast = ptr(due[0].UTC()), ptr(due[1].UTC())
 	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d records failed; first error: %w", failed, f.count, firstErr)
+	if f.asJSON {
+		if err := writeJSON(a.stdout, sum); err != nil {
+			return err
+		}
+	} else {
+		printSendSummary(a.stdout, sum, tab, took)
+	}
+	switch {
+	case sum.Interrupted:
+		return fmt.Errorf("interrupted: %d of %d records acknowledged", sum.Acked, f.count)
+	case sum.Failed > 0:
+		return fmt.Errorf("%d of %d records failed; first error: %w", sum.Failed, f.count, firstErr)
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// sendSummary is what send reports (--json prints it as is).
+type sendSummary struct {
+	Topic       string        `json:"topic"`
+	Target      string        `json:"target"`
+	Requested   int           `json:"requested"`
+	Acked       int           `json:"acked"`  // acknowledged by the brokers
+	Failed      int           `json:"failed"` // produce failed (not counting those never sent after an interrupt)
+	Interrupted bool          `json:"interrupted"`
+	TookMs      int64         `json:"took_ms"`
+	Partitions  map[int32]int `json:"partitions"` // delay-topic partition: records acked
+	DueFirst    *time.Time    `json:"due_first,omitempty"`
+	DueLast     *time.Time    `json:"due_last,omitempty"`
+}
+
+func printSendSummary(w io.Writer, sum sendSummary, tab *levels.Table, took time.Duration) {
+	fmt.Fprintf(w, "sent %s to %s for target %s in %s\n", plural(sum.Acked, "record"), sum.Topic, sum.Target, took.Round(time.Millisecond))
+	if sum.Acked == 0 {
+		return
+	}
+	ps := make([]string, 0, len(sum.Partitions))
+	for _, p := range slices.Sorted(maps.Keys(sum.Partitions)) {
+		l := tab.LevelOf(p)
+		ps = append(ps, fmt.Sprintf("%d (level %d, %s): %d", p, l, levels.FormatDuration(tab.Duration(l)), sum.Partitions[p]))
+	}
+	fmt.Fprintf(w, "  partitions  %s\n", strings.Join(ps, "; "))
+	when := fmtTime(*sum.DueFirst)
+	if !sum.DueLast.Equal(*sum.DueFirst) {
+		when += " .. " + fmtTime(*sum.DueLast)
+	}
+	fmt.Fprintf(w, "  due         %s (%s)\n", when, relative(time.Until(*sum.DueFirst)))
+}
+
+// check refuses (a usage error, exit 2) what a relay with cfg would
+// dead-letter, and an --at in the past; s is the schedule of a record
+// stamped now.
+func (f sendFlags) check(ctx context.Context, adm *kadm.Client, cfg config.Config, s levels.Schedule, now time.Time) error {
+	const hint = " (--force sends anyway)"
+	if ok, why := cfg.TargetAllowed(f.target); !ok {
+		return usageErrorf("target %s refused: %s; a relay with this configuration dead-letters it%s", f.target, why, hint)
+	}
+	if s.Delay > cfg.MaxDelay {
+		return usageErrorf("delay %s exceeds KDELAY_MAX_DELAY %s; a relay dead-letters it%s",
+			levels.FormatDuration(s.Delay.Round(time.Second)), levels.FormatDuration(cfg.MaxDelay), hint)
+	}
+	if f.at != "" && s.Due.Before(now.Add(-pastSlack)) {
+		return usageErrorf("--at %s is %s in the past: a relay would deliver it at once; use --delay 0 to send for now%s",
+			f.at, levels.FormatDuration(now.Sub(s.Due).Round(time.Second)), hint)
+	}
+	actx, cancel := context.WithTimeout(ctx, adminTimeout)
+	defer cancel()
+	n, exists, err := partitionCount(actx, adm, f.target)
+	switch {
+	case err != nil:
+		return fmt.Errorf("check target: %w", err)
+	case !exists:
+		return usageErrorf("target topic %s does not exist; a relay retries it for KDELAY_TARGET_MISSING_TIMEOUT (%s), then dead-letters it%s",
+			f.target, levels.FormatDuration(cfg.TargetMissingTimeout), hint)
+	case f.partition >= n:
+		return usageErrorf("invalid --partition %d: target topic %s has %s (0..%d); a relay dead-letters it%s",
+			f.partition, f.target, plural(int(n), "partition"), n-1, hint)
 	}
 	return nil
 }

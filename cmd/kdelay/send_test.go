@@ -47,6 +47,7 @@ func TestSend(t *testing.T) {
 	mustContain(t, "stderr without topic", r.stderr, "delay topic delay-topic does not exist; create it with `kdelay topic create`")
 
 	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create"), exitOK)
+	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create", "--topic", "demo"), exitOK)
 
 	before := time.Now()
 	r = kdelay(t, t.Context(), env, nil, "send", "--target", "demo", "--delay", "12s",

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"reflect"
@@ -55,6 +56,10 @@ var relaySettings = []setting{
 	{"target-allow", "TARGET_ALLOW", "strings", "glob patterns of allowed target topics, comma-separated (default: all)"},
 	{"target-deny", "TARGET_DENY", "strings", "glob patterns of denied target topics, comma-separated"},
 	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
+	{"missing-topic-grace", "MISSING_TOPIC_GRACE", "duration", "how long run waits for a missing delay or dead-letter topic (just created, not yet in every broker's metadata) before it exits"},
+	{"retry-timeout", "RETRY_TIMEOUT", "duration", "how long a produce error kdelay does not classify is retried before the record is dead-lettered with the error"},
+	{"stall-timeout", "STALL_TIMEOUT", "duration", "due work and no delivery for this long: /healthz answers 503 so that a supervisor restarts the relay"},
+	{"allow-level-change", "ALLOW_LEVEL_CHANGE", "bool", "start although records still pending were written under another level table (their kdelay-level is then read by the new table)"},
 }
 
 func findSetting(name string) setting {
@@ -86,6 +91,10 @@ func (v *settingValue) Set(s string) error {
 	case "int":
 		if _, err := strconv.Atoi(s); err != nil {
 			return errors.New("not an integer")
+		}
+	case "bool":
+		if _, err := strconv.ParseBool(s); err != nil {
+			return errors.New("not a boolean (true or false)")
 		}
 	}
 	v.value = s
@@ -125,6 +134,33 @@ func (a *app) addSetting(fs *pflag.FlagSet, s setting, def string) {
 		v.value = e
 	}
 	fs.Var(v, s.flag, fmt.Sprintf("%s (env %s%s)", s.usage, config.Prefix, s.env))
+	if s.kind == "bool" {
+		fs.Lookup(s.flag).NoOptDefVal = "true" // --allow-level-change alone means true
+	}
+}
+
+// loadClientConfig is loadConfig for the client commands (send, status,
+// topic, levels, dlq): they log at warn, so kgo's connection chatter does
+// not bury their output, unless --log-level or KDELAY_LOG_LEVEL says
+// otherwise.
+func (a *app) loadClientConfig(cmd *cobra.Command) (config.Config, error) {
+	var overrides map[string]string
+	if _, set := a.environ[config.Prefix+"LOG_LEVEL"]; !set && !cmd.Flags().Changed("log-level") {
+		overrides = map[string]string{config.Prefix + "LOG_LEVEL": "warn"}
+	}
+	return a.loadConfig(cmd, overrides)
+}
+
+// warnUnknown logs one warning per KDELAY_* variable that no setting reads,
+// naming the closest known one.
+func warnUnknown(log *slog.Logger, environ map[string]string) {
+	for _, u := range config.UnknownVariables(environ) {
+		if u.Closest != "" {
+			log.Warn("unknown variable ignored; did you mean "+u.Closest+"?", "variable", u.Name)
+		} else {
+			log.Warn("unknown variable ignored", "variable", u.Name)
+		}
+	}
 }
 
 // environMap returns the process environment as a map.
@@ -164,6 +200,7 @@ func (a *app) loadConfig(cmd *cobra.Command, overrides map[string]string) (confi
 	maps.Copy(env, overrides)
 	cfg, err := config.Load(env)
 	if err == nil {
+		warnUnknown(cfg.Logger(a.stderr), a.environ)
 		return cfg, nil
 	}
 	// One line per variable: a value that does not parse is also reported

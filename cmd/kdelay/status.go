@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,15 +34,40 @@ const (
 
 // statusReport is the output of kdelay status (--json prints it as is).
 type statusReport struct {
-	Topic       string        `json:"topic"`
-	Group       string        `json:"group"`
-	GroupState  string        `json:"group_state"`
-	Members     int           `json:"members"`
-	CheckedAt   time.Time     `json:"checked_at"`
-	Lag         int64         `json:"lag"`
-	Levels      []levelStatus `json:"levels"`
-	DLQTopic    string        `json:"dlq_topic"`
-	DeadLetters int64         `json:"dead_letters"` // records in the dead-letter topic (end - start offsets)
+	Topic       string         `json:"topic"`
+	Group       string         `json:"group"`
+	GroupState  string         `json:"group_state"`
+	Members     int            `json:"members"`
+	CheckedAt   time.Time      `json:"checked_at"`
+	Lag         int64          `json:"lag"`
+	Levels      []levelStatus  `json:"levels"`
+	DLQTopic    string         `json:"dlq_topic"`
+	DeadLetters int64          `json:"dead_letters"`      // records in the dead-letter topic (end - start offsets)
+	Pending     *pendingReport `json:"pending,omitempty"` // with --pending
+}
+
+// pendingBuckets are the due-time buckets of status --pending: due now or
+// overdue, then due within each bound.
+var pendingBuckets = []struct {
+	name  string
+	bound time.Duration
+}{
+	{"due", 0}, {"<1m", time.Minute}, {"<10m", 10 * time.Minute}, {"<1h", time.Hour}, {"<1d", 24 * time.Hour}, {"later", 1<<63 - 1},
+}
+
+// pendingReport counts the records behind the committed offsets by due
+// time, per level.
+type pendingReport struct {
+	Buckets   []string       `json:"buckets"`
+	Levels    []pendingLevel `json:"levels"`
+	Total     int64          `json:"total"`
+	Truncated bool           `json:"truncated"` // --pending-max or the time bound stopped the read
+}
+
+type pendingLevel struct {
+	Level   int     `json:"level"`
+	Counts  []int64 `json:"counts"`  // per bucket
+	Invalid int64   `json:"invalid"` // headers break the contract: dead-lettered next
 }
 
 type levelStatus struct {
@@ -69,6 +95,8 @@ func (a *app) newStatusCmd() *cobra.Command {
 	var (
 		asJSON      bool
 		byPartition bool
+		pending     bool
+		pendingMax  int64
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -83,20 +111,34 @@ States: idle (no lag), waiting (lag, and the next record is due later: the
 relay holds it), due (the next record is due now or overdue: the relay is
 about to forward it, or is behind or down), unknown (the head could not be
 read). Whether a relay has paused a partition is not visible from outside;
-"waiting" is the same thing seen from the offsets.`,
+"waiting" is the same thing seen from the offsets.
+
+--pending reads every record behind the committed offsets (at most
+--pending-max, within a minute) and counts them per level by when they are
+due: due (now or overdue), <1m, <10m, <1h, <1d, later. Records resting in a
+relay's wheel are among them (commits never pass them); records a relay has
+already forwarded beyond one its wheel holds are counted until the commit
+passes them, so the counts are an upper bound.`,
 		Example: `  kdelay status
   kdelay status --by-partition
-  kdelay status --json | jq '.levels[] | select(.lag > 0)'`,
+  kdelay status --json | jq '.levels[] | select(.lag > 0)'
+  kdelay status --pending`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(cmd, nil)
+			cfg, err := a.loadClientConfig(cmd)
 			if err != nil {
 				return err
 			}
 			log := cfg.Logger(a.stderr)
+			if pendingMax < 1 {
+				return usageErrorf("invalid --pending-max %d: must be at least 1", pendingMax)
+			}
 			rep, err := collectStatus(cmd.Context(), cfg, log, time.Now())
 			if err != nil {
 				return err
+			}
+			if pending {
+				rep.Pending = collectPending(cmd.Context(), cfg, log, rep, pendingMax)
 			}
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
@@ -104,11 +146,16 @@ read). Whether a relay has paused a partition is not visible from outside;
 				return enc.Encode(rep)
 			}
 			printStatus(a.stdout, rep, byPartition)
+			if rep.Pending != nil {
+				printPending(a.stdout, rep)
+			}
 			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (always per partition)")
 	cmd.Flags().BoolVar(&byPartition, "by-partition", false, "one row per partition rather than per level")
+	cmd.Flags().BoolVar(&pending, "pending", false, "count the records behind the committed offsets by due time, per level")
+	cmd.Flags().Int64Var(&pendingMax, "pending-max", 1_000_000, "read at most this many records for --pending")
 	a.addSetting(cmd.Flags(), findSetting("group"), "")
 	return cmd
 }
@@ -326,4 +373,113 @@ func printStatus(w io.Writer, rep *statusReport, byPartition bool) {
 		dl = "unknown"
 	}
 	fmt.Fprintf(w, "lag %d; dead letters in %s: %s\n", rep.Lag, rep.DLQTopic, dl)
+}
+
+// pendingTimeout bounds the read of status --pending.
+const pendingTimeout = time.Minute
+
+// collectPending reads, outside the group, the records of each partition
+// from max(committed, start) to its end as of rep, at most max of them, and
+// counts them by due time relative to rep.CheckedAt.
+func collectPending(ctx context.Context, cfg config.Config, log *slog.Logger, rep *statusReport, max int64) *pendingReport {
+	tab := cfg.Table()
+	pr := &pendingReport{}
+	for _, b := range pendingBuckets {
+		pr.Buckets = append(pr.Buckets, b.name)
+	}
+	byLevel := make(map[int]*pendingLevel)
+	offsets := make(map[int32]kgo.Offset)
+	ends := make(map[int32]int64)
+	for _, ls := range rep.Levels {
+		pl := &pendingLevel{Level: ls.Level, Counts: make([]int64, len(pendingBuckets))}
+		byLevel[ls.Level] = pl
+		for _, ps := range ls.Partitions {
+			if ps.Lag > 0 {
+				offsets[ps.Partition] = kgo.NewOffset().At(ps.End - ps.Lag)
+				ends[ps.Partition] = ps.End
+			}
+		}
+	}
+	defer func() {
+		for l := 1; l <= tab.Levels(); l++ {
+			pr.Levels = append(pr.Levels, *byLevel[l])
+		}
+	}()
+	if len(offsets) == 0 {
+		return pr
+	}
+	cl, err := newClient(cfg, log, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}))
+	if err != nil {
+		log.Warn("cannot read the pending records", "err", err)
+		pr.Truncated = true
+		return pr
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, pendingTimeout)
+	defer cancel()
+	for len(ends) > 0 {
+		if pr.Total >= max {
+			pr.Truncated = true
+			return pr
+		}
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			pr.Truncated = true
+			return pr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := ends[r.Partition]
+			if !ok || r.Offset >= end || pr.Total >= max {
+				return
+			}
+			if r.Offset+1 >= end {
+				delete(ends, r.Partition)
+			}
+			pr.Total++
+			pl := byLevel[tab.LevelOf(r.Partition)]
+			s, err := tab.Parse(r.Headers, r.Timestamp)
+			if err != nil {
+				pl.Invalid++
+				return
+			}
+			in := s.Due.Sub(rep.CheckedAt)
+			for i, b := range pendingBuckets {
+				if in <= b.bound || i == len(pendingBuckets)-1 {
+					pl.Counts[i]++
+					break
+				}
+			}
+		})
+	}
+	return pr
+}
+
+func printPending(w io.Writer, rep *statusReport) {
+	pr := rep.Pending
+	fmt.Fprintf(w, "\npending records by due time (%d read", pr.Total)
+	if pr.Truncated {
+		fmt.Fprint(w, ", TRUNCATED by --pending-max or the 1m bound")
+	}
+	fmt.Fprintln(w, ")")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "LEVEL\t")
+	for _, b := range pr.Buckets {
+		fmt.Fprintf(tw, "%s\t", strings.ToUpper(b))
+	}
+	fmt.Fprintln(tw, "INVALID\t")
+	for _, pl := range pr.Levels {
+		var n int64
+		for _, c := range pl.Counts {
+			n += c
+		}
+		if n+pl.Invalid == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t", pl.Level)
+		for _, c := range pl.Counts {
+			fmt.Fprintf(tw, "%d\t", c)
+		}
+		fmt.Fprintf(tw, "%d\t\n", pl.Invalid)
+	}
+	tw.Flush()
 }

@@ -17,8 +17,8 @@ func TestStatus(t *testing.T) {
 
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	for _, args := range [][]string{
-		{"send", "--target", "demo", "--at", past, "--value", "a", "--count", "2"}, // partition 0, due
-		{"send", "--target", "demo", "--delay", "1h", "--value", "b"},              // partition 2, waiting
+		{"send", "--target", "demo", "--at", past, "--value", "a", "--count", "2", "--force"}, // partition 0, due
+		{"send", "--target", "demo", "--delay", "1h", "--value", "b", "--force"},              // partition 2, waiting
 	} {
 		mustCode(t, kdelay(t, t.Context(), env, nil, args...), exitOK)
 	}

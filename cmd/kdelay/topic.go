@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,6 +34,7 @@ func (a *app) newTopicCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
 		Short: "Create or describe the delay and dead-letter topics",
+		RunE:  a.groupRunE,
 	}
 	cmd.AddCommand(a.newTopicCreateCmd(), a.newTopicDescribeCmd())
 	return cmd
@@ -40,14 +45,21 @@ func (a *app) newTopicCreateCmd() *cobra.Command {
 		rf       int16
 		dlqParts int32
 		configs  []string
+		wait     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create the delay topic (levels x k partitions) and the dead-letter topic",
 		Long: `Create the delay topic with levels x partitions-per-level partitions and the
-dead-letter topic. Idempotent: topics that exist are left as they are,
-provided the delay topic has the partition count the levels need; a delay
-topic with another count is an error naming both counts.
+dead-letter topic. Idempotent: topics that exist keep their partitions,
+provided the delay topic has the partition count the levels need (a delay
+topic with another count is an error naming both counts); a --config that
+differs from an existing topic's value is applied to it, so a changed
+setting takes effect on the next run.
+
+It returns once every topic it created is visible in the brokers' metadata
+with a leader for every partition (at most --wait), so "kdelay run" started
+right after it finds them.
 
 A record stays in the delay topic until its level's time plus at most the
 wheel horizon have passed (longer delays cascade: the relay writes them
@@ -63,26 +75,30 @@ retention.ms draws a warning.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := a.loadConfig(cmd, nil)
+			cfg, err := a.loadClientConfig(cmd)
 			if err != nil {
 				return err
 			}
 			log := cfg.Logger(a.stderr)
-			cl, err := newClient(cfg, log)
+			cl, err := newClient(cfg, log, waitOpts...)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			res, created, err := ensureTopics(ctx, kadm.NewClient(cl), cfg, topicSpec{rf: rf, dlqPartitions: dlqParts, configs: cfgs})
-			for _, line := range res {
+			adm := kadm.NewClient(cl)
+			res, _, err := ensureTopics(ctx, adm, cfg, topicSpec{rf: rf, dlqPartitions: dlqParts, configs: cfgs})
+			for _, line := range res.lines {
 				fmt.Fprintln(a.stdout, line)
 			}
 			if err != nil {
 				return err
 			}
-			if v, ok := cfgs["retention.ms"]; ok && created {
+			if err := waitVisible(cmd.Context(), adm, res.created, wait); err != nil {
+				return err
+			}
+			if v, ok := cfgs["retention.ms"]; ok {
 				if ms, perr := strconv.ParseInt(*v, 10, 64); perr == nil && ms >= 0 && time.Duration(ms)*time.Millisecond < minRetention(cfg) {
 					log.Warn("retention.ms is shorter than the longest level plus the wheel horizon: records can be deleted before they are forwarded",
 						"retention", levels.FormatDuration(time.Duration(ms)*time.Millisecond), "minimum", levels.FormatDuration(minRetention(cfg)))
@@ -94,8 +110,77 @@ retention.ms draws a warning.`,
 	f := cmd.Flags()
 	f.Int16Var(&rf, "replication-factor", -1, "replication factor of both topics; -1 = the broker default")
 	f.Int32Var(&dlqParts, "dlq-partitions", 1, "partitions of the dead-letter topic; -1 = the broker default")
-	f.StringArrayVar(&configs, "config", nil, "topic config key=value for both topics, repeatable (e.g. retention.ms=1209600000)")
+	f.StringArrayVar(&configs, "config", nil, "topic config key=value for both topics, repeatable (e.g. retention.ms=1209600000); applied to existing topics too")
+	f.DurationVar(&wait, "wait", time.Minute, "how long to wait for created topics to have a leader for every partition")
 	return cmd
+}
+
+// waitOpts are the client options of a client used with waitVisible: kgo
+// answers metadata requests at most every MetadataMinAge (default 5s), so
+// polling for a topic just created would otherwise wait that long.
+var waitOpts = []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond)}
+
+// waitVisible waits until every topic of want (name: partition count, or
+// -1 for the broker default) is in the metadata with a leader for each of
+// its partitions, polling with a backoff of 50ms to 1s, for at most
+// timeout. Its error says what was missing at the end.
+func waitVisible(ctx context.Context, adm *kadm.Client, want map[string]int32, timeout time.Duration) error {
+	if len(want) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	names := slices.Sorted(maps.Keys(want))
+	backoff := 50 * time.Millisecond
+	for {
+		missing, err := notVisible(ctx, adm, want, names)
+		if err == nil && missing == "" {
+			return nil
+		}
+		if err != nil {
+			missing = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			if cmdCtxDone := context.Cause(ctx); errors.Is(cmdCtxDone, context.Canceled) {
+				return fmt.Errorf("interrupted waiting for the created topics to have leaders (%s)", missing)
+			}
+			return fmt.Errorf("created topics not ready within --wait %s: %s; check the brokers' health (kdelay topic describe)", timeout, missing)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// notVisible returns "" when every topic is visible with a leader per
+// partition, else what is not.
+func notVisible(ctx context.Context, adm *kadm.Client, want map[string]int32, names []string) (string, error) {
+	tds, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return "", fmt.Errorf("list topics: %w", err)
+	}
+	var missing []string
+	for _, name := range names {
+		td, ok := tds[name]
+		if !ok || td.Err != nil {
+			missing = append(missing, name+" not in the metadata yet")
+			continue
+		}
+		led := 0
+		for _, pd := range td.Partitions {
+			if pd.Err == nil && pd.Leader >= 0 {
+				led++
+			}
+		}
+		n := want[name]
+		if n < 0 {
+			n = int32(len(td.Partitions))
+		}
+		if int32(led) < n || len(td.Partitions) == 0 {
+			missing = append(missing, fmt.Sprintf("%s: %d of %d partitions have a leader", name, led, n))
+		}
+	}
+	return strings.Join(missing, "; "), nil
 }
 
 // minRetention is how long the delay topic must keep a record at least: a
@@ -124,18 +209,28 @@ type topicSpec struct {
 	configs       map[string]*string
 }
 
-// ensureTopics creates the delay and dead-letter topics unless they exist
-// and returns one line per topic saying what it found or did, and whether
-// it created the delay topic. A delay topic with a partition count other
-// than the level table's is an error.
-func ensureTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, spec topicSpec) (lines []string, created bool, err error) {
+// ensured is what ensureTopics found or did.
+type ensured struct {
+	lines   []string         // one per topic
+	created map[string]int32 // topics it created: their partition counts (-1: broker default)
+}
+
+// ensureTopics creates the delay and dead-letter topics unless they exist,
+// applies to existing ones the configs of spec that differ, and returns one
+// line per topic saying what it found or did, and whether it created the
+// delay topic. A delay topic with a partition count other than the level
+// table's is an error.
+func ensureTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, spec topicSpec) (res ensured, created bool, err error) {
+	res.created = make(map[string]int32)
+	var lines []string
+	defer func() { res.lines = lines }()
 	tab := cfg.Table()
 	want := map[string]int32{cfg.Topic: tab.Partitions(), cfg.DLQTopic: spec.dlqPartitions}
 	role := map[string]string{cfg.Topic: "delay topic", cfg.DLQTopic: "dead-letter topic"}
 	for _, topic := range []string{cfg.Topic, cfg.DLQTopic} {
 		n, exists, err := partitionCount(ctx, adm, topic)
 		if err != nil {
-			return lines, created, err
+			return res, created, err
 		}
 		if !exists {
 			resp, err := adm.CreateTopic(ctx, want[topic], spec.rf, spec.configs, topic)
@@ -143,30 +238,84 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, spec
 			case err == nil:
 				lines = append(lines, fmt.Sprintf("created %s %s: %s%s", role[topic], topic, partitionsPhrase(resp.NumPartitions, topic == cfg.Topic, tab), rfPhrase(resp.ReplicationFactor)))
 				created = created || topic == cfg.Topic
+				res.created[topic] = want[topic]
 				continue
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				// Created meanwhile (another relay's job): check it below.
 				if n, _, err = partitionCount(ctx, adm, topic); err != nil {
-					return lines, created, err
+					return res, created, err
 				}
 			default:
 				msg := err.Error()
 				if resp.ErrMessage != "" {
 					msg += ": " + resp.ErrMessage
 				}
-				return lines, created, fmt.Errorf("create %s %s: %s", role[topic], topic, msg)
+				return res, created, fmt.Errorf("create %s %s: %s", role[topic], topic, msg)
 			}
 		}
 		if topic == cfg.Topic && n != tab.Partitions() {
-			return lines, created, mismatchError(cfg, n)
+			return res, created, mismatchError(cfg, n)
 		}
 		line := fmt.Sprintf("exists  %s %s: %s", role[topic], topic, partitionsPhrase(n, topic == cfg.Topic, tab))
 		if len(spec.configs) > 0 {
-			line += " (configs left unchanged)"
+			changed, err := alignConfigs(ctx, adm, topic, spec.configs)
+			if err != nil {
+				lines = append(lines, line)
+				return res, created, err
+			}
+			if len(changed) == 0 {
+				line += " (configs as given)"
+			} else {
+				line += " (updated " + strings.Join(changed, ", ") + ")"
+			}
 		}
 		lines = append(lines, line)
 	}
-	return lines, created, nil
+	return res, created, nil
+}
+
+// alignConfigs sets on an existing topic each config of want whose value
+// differs, and returns "key=value" for each one it changed, sorted.
+func alignConfigs(ctx context.Context, adm *kadm.Client, topic string, want map[string]*string) ([]string, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("describe configs of %s: %w", topic, brokerErr(err))
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	have := make(map[string]string, len(rc.Configs))
+	for _, c := range rc.Configs {
+		have[c.Key] = c.MaybeValue()
+	}
+	var alter []kadm.AlterConfig
+	var changed []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := have[k]; ok && v == *want[k] {
+			continue
+		}
+		alter = append(alter, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: want[k]})
+		changed = append(changed, k+"="+*want[k])
+	}
+	if len(alter) == 0 {
+		return nil, nil
+	}
+	resp, err := adm.AlterTopicConfigs(ctx, alter, topic)
+	if err == nil {
+		for _, r := range resp {
+			if r.Err != nil {
+				err = fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update configs of %s (%s): %w", topic, strings.Join(changed, ", "), err)
+	}
+	return changed, nil
 }
 
 func partitionsPhrase(n int32, delay bool, tab *levels.Table) string {
@@ -211,10 +360,15 @@ func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int32,
 	return int32(len(td.Partitions)), true, nil
 }
 
-// brokerErr makes the error of a request that never got an answer say so.
+// brokerErr makes the error of a request that never got an answer, or
+// could not connect, say so and name the setting to check.
 func brokerErr(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("no answer from the brokers within %s (check KDELAY_BROKERS): %w", adminTimeout, err)
+	var oe *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no answer from the brokers within %s (check --brokers / KDELAY_BROKERS): %w", adminTimeout, err)
+	case errors.As(err, &oe) && oe.Op == "dial":
+		return fmt.Errorf("cannot connect to the brokers (check --brokers / KDELAY_BROKERS): %w", err)
 	}
 	return err
 }
@@ -237,22 +391,25 @@ func checkTopics(ctx context.Context, adm *kadm.Client, cfg config.Config) error
 	}
 	if !ok {
 		return &layoutError{fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create` (%d partitions: %d levels x %d)",
-			cfg.Topic, cfg.Table().Partitions(), cfg.Table().Levels(), cfg.Table().PerLevel())}
+			cfg.Topic, cfg.Table().Partitions(), cfg.Table().Levels(), cfg.Table().PerLevel()), true}
 	}
 	if n != cfg.Table().Partitions() {
-		return &layoutError{mismatchError(cfg, n)}
+		return &layoutError{mismatchError(cfg, n), false}
 	}
 	if _, ok, err = partitionCount(ctx, adm, cfg.DLQTopic); err != nil {
 		return err
 	} else if !ok {
-		return &layoutError{fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic)}
+		return &layoutError{fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic), true}
 	}
 	return nil
 }
 
 // layoutError is a missing or mis-sized topic: an operator must act;
-// retrying does not help.
-type layoutError struct{ err error }
+// retrying does not help, except for a missing topic just created (missing).
+type layoutError struct {
+	err     error
+	missing bool
+}
 
 func (e *layoutError) Error() string { return e.err.Error() }
 func (e *layoutError) Unwrap() error { return e.err }
@@ -272,13 +429,15 @@ func newClient(cfg config.Config, log *slog.Logger, extra ...kgo.Opt) (*kgo.Clie
 }
 
 func (a *app) newTopicDescribeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:     "describe",
-		Short:   "Show the delay topic's partitions per level, leaders and configs",
-		Example: `  kdelay topic describe`,
-		Args:    cobra.NoArgs,
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "describe",
+		Short: "Show the delay topic's partitions per level, leaders and configs",
+		Example: `  kdelay topic describe
+  kdelay topic describe --json | jq '.partitions[] | select(.leader < 0)'`,
+		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(cmd, nil)
+			cfg, err := a.loadClientConfig(cmd)
 			if err != nil {
 				return err
 			}
@@ -289,9 +448,26 @@ func (a *app) newTopicDescribeCmd() *cobra.Command {
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			return describeTopics(ctx, kadm.NewClient(cl), cfg, a.stdout)
+			d, rcs, err := collectTopics(ctx, kadm.NewClient(cl), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, d)
+			}
+			printTopics(a.stdout, d, rcs, cfg)
+			return nil
 		}),
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // configsOfInterest are the topic configs that matter to kdelay.
@@ -300,57 +476,110 @@ var configsOfInterest = []string{
 	"max.message.bytes", "message.timestamp.type",
 }
 
-func describeTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, w io.Writer) error {
+// topicsReport is kdelay topic describe's output (--json prints it as is).
+type topicsReport struct {
+	Topic          string            `json:"topic"`
+	Partitions     []partitionInfo   `json:"partitions"`
+	PartitionsNeed int32             `json:"partitions_needed"` // levels x partitions per level
+	Mismatch       bool              `json:"mismatch"`
+	Configs        map[string]string `json:"configs"`
+	DLQ            dlqInfo           `json:"dlq"`
+}
+
+type partitionInfo struct {
+	Level     int     `json:"level"` // 0: beyond the level table
+	Delay     string  `json:"delay,omitempty"`
+	Partition int32   `json:"partition"`
+	Leader    int32   `json:"leader"`
+	Replicas  []int32 `json:"replicas"`
+	ISR       []int32 `json:"isr"`
+}
+
+type dlqInfo struct {
+	Topic      string            `json:"topic"`
+	Exists     bool              `json:"exists"`
+	Partitions int               `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
+}
+
+func collectTopics(ctx context.Context, adm *kadm.Client, cfg config.Config) (*topicsReport, kadm.ResourceConfigs, error) {
 	tab := cfg.Table()
 	tds, err := adm.ListTopics(ctx, cfg.Topic, cfg.DLQTopic)
 	if err != nil {
-		return fmt.Errorf("list topics: %w", brokerErr(err))
+		return nil, nil, fmt.Errorf("list topics: %w", brokerErr(err))
 	}
 	td, ok := tds[cfg.Topic]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create`", cfg.Topic)
+		return nil, nil, fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create`", cfg.Topic)
 	}
 	if td.Err != nil {
-		return fmt.Errorf("topic %s: %w", cfg.Topic, td.Err)
+		return nil, nil, fmt.Errorf("topic %s: %w", cfg.Topic, td.Err)
 	}
-	n := int32(len(td.Partitions))
-	fmt.Fprintf(w, "delay topic %s: %s, levels need %d (%d levels x %d)", cfg.Topic, plural(int(n), "partition"), tab.Partitions(), tab.Levels(), tab.PerLevel())
-	if n != tab.Partitions() {
+	d := &topicsReport{Topic: cfg.Topic, PartitionsNeed: tab.Partitions(), DLQ: dlqInfo{Topic: cfg.DLQTopic}}
+	d.Mismatch = int32(len(td.Partitions)) != tab.Partitions()
+	for _, pd := range td.Partitions.Sorted() {
+		pi := partitionInfo{Partition: pd.Partition, Leader: pd.Leader, Replicas: pd.Replicas, ISR: pd.ISR}
+		if l := tab.LevelOf(pd.Partition); l > 0 {
+			pi.Level, pi.Delay = l, levels.FormatDuration(tab.Duration(l))
+		}
+		d.Partitions = append(d.Partitions, pi)
+	}
+	names := []string{cfg.Topic}
+	if dlq, ok := tds[cfg.DLQTopic]; ok && dlq.Err == nil {
+		d.DLQ.Exists, d.DLQ.Partitions = true, len(dlq.Partitions)
+		names = append(names, cfg.DLQTopic)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe topic configs: %w", brokerErr(err))
+	}
+	d.Configs = interesting(rcs, cfg.Topic)
+	if d.DLQ.Exists {
+		d.DLQ.Configs = interesting(rcs, cfg.DLQTopic)
+	}
+	return d, rcs, nil
+}
+
+// interesting returns the configsOfInterest of topic.
+func interesting(rcs kadm.ResourceConfigs, topic string) map[string]string {
+	out := make(map[string]string)
+	if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
+		for _, c := range rc.Configs {
+			if slices.Contains(configsOfInterest, c.Key) {
+				out[c.Key] = c.MaybeValue()
+			}
+		}
+	}
+	return out
+}
+
+func printTopics(w io.Writer, d *topicsReport, rcs kadm.ResourceConfigs, cfg config.Config) {
+	tab := cfg.Table()
+	fmt.Fprintf(w, "delay topic %s: %s, levels need %d (%d levels x %d)", cfg.Topic, plural(len(d.Partitions), "partition"), tab.Partitions(), tab.Levels(), tab.PerLevel())
+	if d.Mismatch {
 		fmt.Fprint(w, "  MISMATCH")
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LEVEL\tDELAY\tPARTITION\tLEADER\tREPLICAS\tISR")
-	for _, pd := range td.Partitions.Sorted() {
+	for _, p := range d.Partitions {
 		level, delay := "-", "-"
-		if l := tab.LevelOf(pd.Partition); l > 0 {
-			level, delay = strconv.Itoa(l), levels.FormatDuration(tab.Duration(l))
+		if p.Level > 0 {
+			level, delay = strconv.Itoa(p.Level), p.Delay
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", level, delay, pd.Partition, pd.Leader, ints(pd.Replicas), ints(pd.ISR))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", level, delay, p.Partition, p.Leader, ints(p.Replicas), ints(p.ISR))
 	}
 	tw.Flush()
-
-	names := []string{cfg.Topic}
-	dlq, dlqOK := tds[cfg.DLQTopic]
-	dlqOK = dlqOK && dlq.Err == nil
-	if dlqOK {
-		names = append(names, cfg.DLQTopic)
-	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
-	if err != nil {
-		return fmt.Errorf("describe topic configs: %w", brokerErr(err))
-	}
 	fmt.Fprintln(w)
 	printConfigs(w, rcs, cfg.Topic, cfg)
 	fmt.Fprintln(w)
-	if !dlqOK {
+	if !d.DLQ.Exists {
 		fmt.Fprintf(w, "dead-letter topic %s: missing; create it with `kdelay topic create`\n", cfg.DLQTopic)
-		return nil
+		return
 	}
-	fmt.Fprintf(w, "dead-letter topic %s: %s\n", cfg.DLQTopic, plural(len(dlq.Partitions), "partition"))
+	fmt.Fprintf(w, "dead-letter topic %s: %s\n", cfg.DLQTopic, plural(d.DLQ.Partitions, "partition"))
 	printConfigs(w, rcs, cfg.DLQTopic, cfg)
-	return nil
 }
 
 func printConfigs(w io.Writer, rcs kadm.ResourceConfigs, topic string, cfg config.Config) {

@@ -117,6 +117,8 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
 {{- define "kdelay.env" -}}
 - name: KDELAY_BROKERS
   value: {{ join "," .Values.kafka.brokers | quote }}
+- name: KDELAY_CLIENT_ID
+  value: {{ .Values.config.clientId | quote }}
 - name: KDELAY_TOPIC
   value: {{ .Values.kafka.topic | quote }}
 - name: KDELAY_GROUP
@@ -149,10 +151,26 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
   value: {{ .Values.config.logFormat | quote }}
 - name: KDELAY_SHUTDOWN_TIMEOUT
   value: {{ printf "%ds" (int .Values.config.shutdownTimeoutSeconds) | quote }}
+{{- with .Values.config.wheelHorizon }}
 - name: KDELAY_WHEEL_HORIZON
-  value: {{ .Values.config.wheelHorizon | quote }}
+  value: {{ . | quote }}
+{{- end }}
 - name: KDELAY_WHEEL_SYNC
   value: {{ .Values.config.wheelSync | quote }}
+- name: KDELAY_FETCH_MAX_WAIT
+  value: {{ .Values.config.fetchMaxWait | quote }}
+- name: KDELAY_SESSION_TIMEOUT
+  value: {{ .Values.config.sessionTimeout | quote }}
+- name: KDELAY_TARGET_MISSING_TIMEOUT
+  value: {{ .Values.config.targetMissingTimeout | quote }}
+- name: KDELAY_MISSING_TOPIC_GRACE
+  value: {{ .Values.config.missingTopicGrace | quote }}
+- name: KDELAY_RETRY_TIMEOUT
+  value: {{ .Values.config.retryTimeout | quote }}
+- name: KDELAY_STALL_TIMEOUT
+  value: {{ .Values.config.stallTimeout | quote }}
+- name: KDELAY_ALLOW_LEVEL_CHANGE
+  value: {{ .Values.config.allowLevelChange | quote }}
 {{- if .Values.kafka.sasl.enabled }}
 - name: KDELAY_SASL_MECHANISM
   value: {{ .Values.kafka.sasl.mechanism | quote }}
@@ -227,4 +245,23 @@ terminationGracePeriodSeconds: the shutdown bound plus headroom.
 */}}
 {{- define "kdelay.terminationGracePeriodSeconds" -}}
 {{- add (int .Values.config.shutdownTimeoutSeconds) (int .Values.terminationGracePeriodExtraSeconds) }}
+{{- end }}
+
+{{/*
+GOMEMLIMIT in bytes: goMemLimitRatio of resources.limits.memory (a Kubernetes
+quantity: plain bytes or a K, M, G, T, Ki, Mi, Gi, Ti suffix). Empty when
+there is no memory limit or the ratio is 0.
+*/}}
+{{- define "kdelay.goMemLimit" -}}
+{{- $limit := "" }}
+{{- with .Values.resources }}{{ with .limits }}{{ with .memory }}{{ $limit = toString . }}{{ end }}{{ end }}{{ end }}
+{{- if and $limit (gt (float64 .Values.goMemLimitRatio) 0.0) }}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" $limit }}
+{{- $unit := trimPrefix $num $limit }}
+{{- $mult := dict "" 1 "K" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 }}
+{{- if or (not $num) (not (hasKey $mult $unit)) }}
+{{- fail (printf "resources.limits.memory %q: cannot derive GOMEMLIMIT from it; use a K/M/G/T or Ki/Mi/Gi/Ti suffix, or set goMemLimitRatio: 0" $limit) }}
+{{- end }}
+{{- mulf $num (get $mult $unit) .Values.goMemLimitRatio | floor | int64 }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,29 @@
+package relay
+
+import "github.com/kdelay/kdelay/wheel"
+
+// Store is what the relay needs of its local timer store: the methods of
+// [wheel.Wheel] it calls (see the wheel package for each one's contract).
+// The relay treats it as a cache: any error but [wheel.ErrInvalid] makes
+// it discard the store and re-read its partitions from Kafka (wheel.go).
+type Store interface {
+	Add(now int64, e wheel.Entry) error
+	Expire(now int64, max int, fn func(wheel.Entry)) (int, error)
+	NextExpiry() (int64, bool)
+	Done(partition int32, offset int64) error
+	SetHandled(partition int32, offset int64)
+	Handled(partition int32) int64
+	LowestPending(partition int32) (int64, bool)
+	Holds(partition int32, offset int64) bool
+	Highest(partition int32) (int64, bool)
+	Pending() int64
+	Trim(partition int32, below int64) error
+	Drop(partition int32) error
+	Flush() error
+	Close() error
+	// Corrupt counts the records found damaged since Open (bit rot);
+	// entries behind one are not handed out.
+	Corrupt() int64
+}
+
+var _ Store = (*wheel.Wheel)(nil)
