@@ -554,7 +554,7 @@ func TestClusterBelowMinISR(t *testing.T) {
 	back := time.Now()
 	c.ctlRun("start", a)
 	outage := time.Since(below)
-	waitFor(t, 2*time.Minute, "the relay ready again after broker "+a+" returned", rd.ready, r)
+	waitFor(t, 90*time.Second, "the relay ready again after broker "+a+" returned", rd.ready, r)
 	t.Logf("relay ready again %s after broker %s was started", time.Since(back).Round(time.Millisecond), a)
 	time.Sleep(3 * time.Second) // load on a healthy ISR again
 	keys := l.stop(3 * time.Minute)
