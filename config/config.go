@@ -108,6 +108,11 @@ type Config struct {
 	// missing target topic is retried before the record is dead-lettered;
 	// default 30s.
 	TargetMissingTimeout time.Duration `env:"TARGET_MISSING_TIMEOUT" envDefault:"30s"`
+	// Delivery, KDELAY_DELIVERY: at-least-once (default) or exactly-once.
+	// In exactly-once mode each batch's forwards, cascades, dead letters
+	// and offset commit are one Kafka transaction: consumers reading with
+	// isolation.level=read_committed see each record once.
+	Delivery string `env:"DELIVERY" envDefault:"at-least-once"`
 	// RetryTimeout, KDELAY_RETRY_TIMEOUT: how long a record whose produce
 	// fails with an error kdelay does not classify is retried before it is
 	// dead-lettered with the error as its reason; default 2m. Retriable
@@ -338,6 +343,9 @@ func (c *Config) validate() []error {
 	}
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
+	}
+	if c.Delivery != "at-least-once" && c.Delivery != "exactly-once" {
+		bad("DELIVERY", c.Delivery, "must be at-least-once or exactly-once")
 	}
 	if c.RetryTimeout < 0 {
 		bad("RETRY_TIMEOUT", c.RetryTimeout, "must not be negative")

@@ -32,6 +32,8 @@ type harness struct {
 
 	mu   sync.Mutex
 	sent map[string]sent // by key
+
+	readCommitted bool // collect reads with isolation.level=read_committed
 }
 
 type sent struct {
@@ -211,8 +213,12 @@ func (h *harness) produce(r *kgo.Record) sent {
 // timeout passes.
 func (h *harness) collect(timeout time.Duration, stop func(map[string][]received) bool, topics ...string) map[string][]received {
 	h.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.c.ListenAddrs()...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20*time.Millisecond))
+	opts := []kgo.Opt{kgo.SeedBrokers(h.c.ListenAddrs()...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond)}
+	if h.readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -385,6 +385,14 @@ func (w *Wheel) LowestPending(partition int32) (int64, bool) {
 	return 0, false
 }
 
+// EachPending calls fn for every pending offset of partition in [lo, hi],
+// in order, until fn returns false.
+func (w *Wheel) EachPending(partition int32, lo, hi int64, fn func(offset int64) bool) {
+	if p := w.lookup(partition); p != nil {
+		p.pending.each(lo, hi, fn)
+	}
+}
+
 // Holds reports whether the entry of partition at offset is pending (added,
 // not done, trimmed or dropped), in flight ones included.
 func (w *Wheel) Holds(partition int32, offset int64) bool { return w.pendingOff(partition, offset) }
