@@ -156,7 +156,10 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 		})
 		waitTopic(ctx, t, s.adm, name, n)
 	}
-	s.obs = startObserver(t, s.seeds, topics...)
+	// Exactly-once relays write transactions: the observer reads
+	// read_committed, as their consumers must, or aborted attempts would
+	// count as duplicates.
+	s.obs = startObserver(t, s.seeds, s.vars["KDELAY_DELIVERY"] == "exactly-once", topics...)
 	return s
 }
 
@@ -538,9 +541,13 @@ type arrival struct {
 	headers   []kgo.RecordHeader
 }
 
-func startObserver(t *testing.T, seeds []string, topics ...string) *observer {
+func startObserver(t *testing.T, seeds []string, readCommitted bool, topics ...string) *observer {
 	t.Helper()
-	cl := newClient(t, seeds, kgo.ConsumeTopics(topics...),
+	iso := kgo.ReadUncommitted()
+	if readCommitted {
+		iso = kgo.ReadCommitted()
+	}
+	cl := newClient(t, seeds, kgo.ConsumeTopics(topics...), kgo.FetchIsolationLevel(iso),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
