@@ -543,13 +543,15 @@ type arrival struct {
 
 func startObserver(t *testing.T, seeds []string, readCommitted bool, topics ...string) *observer {
 	t.Helper()
-	iso := kgo.ReadUncommitted()
-	if readCommitted {
-		iso = kgo.ReadCommitted()
-	}
-	cl := newClient(t, seeds, kgo.ConsumeTopics(topics...), kgo.FetchIsolationLevel(iso),
+	opts := []kgo.Opt{kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+		kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}
+	if readCommitted {
+		// Control records (transaction markers) take offsets too: keep
+		// them, so that the observer's position reaches the end offsets.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	cl := newClient(t, seeds, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &observer{topics: topics, cancel: cancel, done: make(chan struct{}),
 		got: make(map[string][]arrival), next: make(map[string]map[int32]int64)}
@@ -560,6 +562,13 @@ func startObserver(t *testing.T, seeds []string, readCommitted bool, topics ...s
 			now := time.Now()
 			o.mu.Lock()
 			fs.EachRecord(func(r *kgo.Record) {
+				if o.next[r.Topic] == nil {
+					o.next[r.Topic] = make(map[int32]int64)
+				}
+				if r.Attrs.IsControl() {
+					o.next[r.Topic][r.Partition] = r.Offset + 1
+					return
+				}
 				a := arrival{topic: r.Topic, partition: r.Partition, offset: r.Offset, at: now, ts: r.Timestamp, value: r.Value, headers: r.Headers}
 				for _, h := range r.Headers {
 					switch h.Key {
