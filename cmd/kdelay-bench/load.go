@@ -151,6 +151,9 @@ func (b *bench) newCollector(ctx context.Context, topic string, n int, what stri
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(b.seeds...),
 		kgo.ConsumeTopics(topic),
+		// What a consumer of an exactly-once relay reads; the same for
+		// at-least-once (no transactions).
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond),
 		kgo.MetadataMinAge(500*time.Millisecond),

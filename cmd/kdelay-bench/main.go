@@ -83,6 +83,7 @@ type options struct {
 	memProfile      string
 	progress        bool
 	wheelSync       string
+	delivery        string
 	replot          string
 	stderr          io.Writer
 	stdout          io.Writer
@@ -119,6 +120,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.progress, "progress", isTerm, "progress bars on stderr (default: when stderr is a terminal)")
 	fs.StringVar(&o.replot, "replot", "", "run nothing: merge these results.json files (comma list) into --out (results.json, results.md, lateness-cdf.svg)")
 	fs.StringVar(&o.wheelSync, "wheel-sync", "", "KDELAY_WHEEL_SYNC for the relay; default the relay's (batch)")
+	fs.StringVar(&o.delivery, "delivery", "", "KDELAY_DELIVERY for the relay: at-least-once or exactly-once; default the relay's (at-least-once)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
