@@ -565,11 +565,16 @@ func checkTopicJob(t *testing.T, m *manifests, sts *appsv1.StatefulSet, runC *co
 		t.Errorf("Job restartPolicy = %q", pod.RestartPolicy)
 	}
 	// Same configuration as the sidecar, but for the relay's own group
-	// member ID (the pod name) and its Go memory limit (from the container's
-	// limit), which the Job has no use for.
+	// member ID and transactional ID (from the pod name) and its Go memory
+	// limit (from the container's limit), which the Job has no use for.
 	runEnv := slices.DeleteFunc(slices.Clone(runC.Env), func(e corev1.EnvVar) bool {
-		return e.Name == "KDELAY_INSTANCE_ID" || e.Name == "GOMEMLIMIT"
+		return e.Name == "KDELAY_INSTANCE_ID" || e.Name == "GOMEMLIMIT" || e.Name == "RELAY_POD_NAME" || e.Name == "KDELAY_TRANSACTIONAL_ID"
 	})
+	if !slices.ContainsFunc(runC.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "KDELAY_TRANSACTIONAL_ID" && strings.HasSuffix(e.Value, "-$(RELAY_POD_NAME)")
+	}) {
+		t.Error("StatefulSet env lacks KDELAY_TRANSACTIONAL_ID per pod (exactly-once mode)")
+	}
 	if !slices.ContainsFunc(runC.Env, func(e corev1.EnvVar) bool {
 		return e.Name == "KDELAY_INSTANCE_ID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
 	}) {

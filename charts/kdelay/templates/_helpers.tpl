@@ -157,6 +157,8 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
 {{- end }}
 - name: KDELAY_WHEEL_SYNC
   value: {{ .Values.config.wheelSync | quote }}
+- name: KDELAY_DELIVERY
+  value: {{ .Values.config.delivery | quote }}
 - name: KDELAY_FETCH_MAX_WAIT
   value: {{ .Values.config.fetchMaxWait | quote }}
 - name: KDELAY_SESSION_TIMEOUT
