@@ -68,7 +68,7 @@ func newHarness(t *testing.T, env map[string]string, targets ...string) *harness
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(probe.Table().Partitions(), probe.Topic),
-		kfake.SeedTopics(1, append([]string{probe.DLQTopic}, targets...)...),
+		kfake.SeedTopics(1, append([]string{probe.DLQTopic, probe.CancelTopic}, targets...)...),
 	)
 	if err != nil {
 		t.Fatal(err)
