@@ -74,17 +74,17 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 		delay = t.Duration(d.Level)
 		hs = append(hs, kgo.RecordHeader{Key: HeaderLevel, Value: strconv.AppendInt(nil, int64(d.Level), 10)})
 	}
-	if d.ID != "" {
-		if len(d.ID) > MaxIDLen {
-			return fmt.Errorf("levels: stamp: id of %d bytes, at most %d", len(d.ID), MaxIDLen)
-		}
-		hs = append(hs, kgo.RecordHeader{Key: HeaderID, Value: []byte(d.ID)})
-	}
 	if d.Partition != nil {
 		if *d.Partition < 0 {
 			return fmt.Errorf("levels: stamp: negative target partition %d", *d.Partition)
 		}
 		hs = append(hs, kgo.RecordHeader{Key: HeaderTargetPartition, Value: strconv.AppendInt(nil, int64(*d.Partition), 10)})
+	}
+	if d.ID != "" {
+		if len(d.ID) > MaxIDLen {
+			return fmt.Errorf("levels: stamp: id of %d bytes, at most %d", len(d.ID), MaxIDLen)
+		}
+		hs = append(hs, kgo.RecordHeader{Key: HeaderID, Value: []byte(d.ID)})
 	}
 	level := d.Level
 	if level == 0 {
