@@ -221,7 +221,11 @@ func (h *harness) collect(timeout time.Duration, stop func(map[string][]received
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for !stop(got) {
-		fs := cl.PollFetches(ctx)
+		// Bounded polls, so that a stop condition on time is seen
+		// without a record arriving.
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		pcancel()
 		if ctx.Err() != nil {
 			break
 		}
