@@ -73,11 +73,12 @@ func TestCancelPaths(t *testing.T) {
 	var keep, cut []string
 	add := func(k, c string) { keep, cut = append(keep, k), append(cut, c) }
 
-	// Level path: due at 1.5s, waiting in level 1's partition.
+	// Level path: due at 2s, level 2's time, waiting in its partition and
+	// forwarded from there.
 	add("lv-keep", "lv-cut")
-	h.sendID("lv-keep", "lv-keep", levels.Delay{Target: "orders", Delay: 1500 * time.Millisecond})
-	h.sendID("lv-cut", "lv-cut", levels.Delay{Target: "orders", Delay: 1500 * time.Millisecond})
-	h.send("no-id", levels.Delay{Target: "orders", Delay: 1500 * time.Millisecond})
+	h.sendID("lv-keep", "lv-keep", levels.Delay{Target: "orders", Delay: 2 * time.Second})
+	h.sendID("lv-cut", "lv-cut", levels.Delay{Target: "orders", Delay: 2 * time.Second})
+	h.send("no-id", levels.Delay{Target: "orders", Delay: 2 * time.Second})
 	keep = append(keep, "no-id")
 	// Wheel path: due at 3.5s, wheeled at level 2's time (2s).
 	add("wh-keep", "wh-cut")

@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// cancelOn writes cancels of ids to the scenario's cancel topic and waits
+// for their acks.
+func (s *scenario) cancelOn(ids ...string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, id := range ids {
+		r, err := levels.Cancel(s.topic+".cancel", id, time.Time{}, time.Now())
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if err := s.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			s.t.Fatalf("cancel %s: %v", id, err)
+		}
+	}
+}
+
+// sendIDs sends n records with kdelay-id = key, delays spread over
+// [lo, hi), and returns the keys of every other one (to cancel) and the
+// others (to keep).
+func (s *scenario) sendIDs(prefix string, n int, lo, hi time.Duration) (cut, keep []string) {
+	s.t.Helper()
+	for i, d := range spread(n, lo, hi) {
+		k := fmt.Sprintf("%s-%04d", prefix, i)
+		s.send(s.stamped(k, levels.Delay{Target: s.target("orders"), Delay: d, ID: k}))
+		if i%2 == 0 {
+			cut = append(cut, k)
+		} else {
+			keep = append(keep, k)
+		}
+	}
+	return cut, keep
+}
+
+// neverArrived fails for every key of cut that arrived anywhere.
+func (s *scenario) neverArrived(cut []string) {
+	s.t.Helper()
+	for _, k := range cut {
+		if a := s.obs.arrivals(k); len(a) > 0 {
+			s.t.Errorf("cancelled record %s arrived %d times (first at %s)", k, len(a), a[0].topic)
+		}
+	}
+}
+
+func waitMetric(t *testing.T, p *relayProc, name string, atLeast float64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for p.metric(name) < atLeast {
+		p.checkAlive()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed below %v for a minute (now %v)", name, atLeast, p.metric(name))
+		}
+		time.Sleep(50 * time.Millisecond) // polling the child's /metrics
+	}
+}
+
+// TestCancelPaths: levels 1s 2s 4s on the real broker. Records with ids
+// are cancelled while they wait in their level partition, while they rest
+// in the wheel, and between cascades (delays up to 20s). The cancelled
+// ones never arrive; the others arrive once, on time, which also measures
+// what the fire barrier costs in lateness.
+func TestCancelPaths(t *testing.T) {
+	s := newScenario(t, "cancel", scenarioOpts{levels: "1s 2s 4s", targets: map[string]int32{"orders": 3}})
+	p := s.startRelay("", time.Minute)
+	// Level path: a delay of exactly level 2's duration is forwarded from
+	// the level partition at its level time, without the wheel.
+	lvCut, lvKeep := s.sendIDs("lv", 40, 2*time.Second, 2*time.Second)
+	s.cancelOn(lvCut...)
+	whCut, whKeep := s.sendIDs("wh", 40, 3*time.Second, 3900*time.Millisecond)
+	csCut, csKeep := s.sendIDs("cs", 40, 12*time.Second, 20*time.Second)
+	waitMetric(t, p, "kdelay_records_wheeled_total", 40) // the wh records (level 2's time: 2s)
+	s.cancelOn(whCut...)
+	waitMetric(t, p, "kdelay_records_cascaded_total", 40) // the cs records' first cascade (4s)
+	s.cancelOn(csCut...)
+
+	keep := append(append(append([]string(nil), lvKeep...), whKeep...), csKeep...)
+	s.await(keep, s.lastDue(keep).Add(30*time.Second), p)
+	s.check(t, "cancel paths", keep, 0)
+	s.neverArrived(append(append(append([]string(nil), lvCut...), whCut...), csCut...))
+	if n := p.metric("kdelay_records_cancelled_total"); n != 60 {
+		t.Errorf("kdelay_records_cancelled_total = %v, want 60", n)
+	}
+}
+
+// TestCancelKill: cancels written while a relay holds the records in its
+// wheel, then the relay is killed with SIGKILL and restarted with its data
+// directory, and, in the second run, without it: the cancelled records
+// stay cancelled, the others arrive (duplicates allowed after a kill).
+func TestCancelKill(t *testing.T) {
+	for _, keepDir := range []bool{true, false} {
+		name := map[bool]string{true: "with data dir", false: "without data dir"}[keepDir]
+		t.Run(name, func(t *testing.T) {
+			s := newScenario(t, "cancelkill", scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}})
+			p := s.startRelay("", time.Minute)
+			cut, keep := s.sendIDs("k", 200, 4500*time.Millisecond, 7500*time.Millisecond)
+			waitMetric(t, p, "kdelay_records_wheeled_total", 200) // level 3's time (4s): all in the wheel
+			s.cancelOn(cut...)
+			p.kill()
+			dir := p.dataDir
+			if !keepDir {
+				dir = ""
+			}
+			p2 := s.startRelay(dir, restartReady)
+			s.await(keep, s.lastDue(keep).Add(restartReady), p2)
+			s.check(t, "cancel, kill -9, restart "+name, keep, -1)
+			s.neverArrived(cut)
+		})
+	}
+}
