@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -15,14 +17,16 @@ func (s *scenario) cancelOn(ids ...string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var recs []*kgo.Record
 	for _, id := range ids {
 		r, err := levels.Cancel(s.topic+".cancel", id, time.Time{}, time.Now())
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		if err := s.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-			s.t.Fatalf("cancel %s: %v", id, err)
-		}
+		recs = append(recs, r)
+	}
+	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		s.t.Fatalf("cancels: %v", err)
 	}
 }
 
@@ -31,15 +35,17 @@ func (s *scenario) cancelOn(ids ...string) {
 // others (to keep).
 func (s *scenario) sendIDs(prefix string, n int, lo, hi time.Duration) (cut, keep []string) {
 	s.t.Helper()
+	var recs []*kgo.Record
 	for i, d := range spread(n, lo, hi) {
 		k := fmt.Sprintf("%s-%04d", prefix, i)
-		s.send(s.stamped(k, levels.Delay{Target: s.target("orders"), Delay: d, ID: k}))
+		recs = append(recs, s.stamped(k, levels.Delay{Target: s.target("orders"), Delay: d, ID: k}))
 		if i%2 == 0 {
 			cut = append(cut, k)
 		} else {
 			keep = append(keep, k)
 		}
 	}
+	s.send(recs...) // at once: every record's due time is well after the cancels
 	return cut, keep
 }
 
@@ -91,6 +97,7 @@ func TestCancelPaths(t *testing.T) {
 	if n := p.metric("kdelay_records_cancelled_total"); n != 60 {
 		t.Errorf("kdelay_records_cancelled_total = %v, want 60", n)
 	}
+	p.stop()
 }
 
 // TestCancelKill: cancels written while a relay holds the records in its
@@ -103,7 +110,9 @@ func TestCancelKill(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := newScenario(t, "cancelkill", scenarioOpts{levels: "1s 2s 4s 8s", targets: map[string]int32{"orders": 3}})
 			p := s.startRelay("", time.Minute)
-			cut, keep := s.sendIDs("k", 200, 4500*time.Millisecond, 7500*time.Millisecond)
+			// Level 3 (4s) puts them into the wheel (horizon 4s) 1.5s to
+			// 3.9s before they are due; the cancels follow at once.
+			cut, keep := s.sendIDs("k", 200, 5500*time.Millisecond, 7900*time.Millisecond)
 			waitMetric(t, p, "kdelay_records_wheeled_total", 200) // level 3's time (4s): all in the wheel
 			s.cancelOn(cut...)
 			p.kill()
@@ -115,6 +124,7 @@ func TestCancelKill(t *testing.T) {
 			s.await(keep, s.lastDue(keep).Add(restartReady), p2)
 			s.check(t, "cancel, kill -9, restart "+name, keep, -1)
 			s.neverArrived(cut)
+			p2.stop()
 		})
 	}
 }
