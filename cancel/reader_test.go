@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -170,9 +173,33 @@ func TestReaderTransactionMarker(t *testing.T) {
 // topic (kfake, 3 partitions): the time of one Sync from a fresh reader,
 // and the heap the set holds. Run with -benchtime 1x; producing the
 // cancels first takes a while.
+//
+// With KDELAY_BENCH_BROKERS set it runs against that cluster instead: a
+// topic named kdelay-bench-cancel-<pid> (3 partitions) is created there.
 func BenchmarkRebuild1M(b *testing.B) {
 	const n = 1_000_000
-	c, prod := newCluster(b, 3)
+	var seeds []string
+	var prod *kgo.Client
+	topic := "d.cancel"
+	if env := os.Getenv("KDELAY_BENCH_BROKERS"); env != "" {
+		seeds = strings.Split(env, ",")
+		topic = fmt.Sprintf("kdelay-bench-cancel-%d", os.Getpid())
+		var err error
+		prod, err = kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1<<20))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer prod.Close()
+		adm := kadm.NewClient(prod)
+		if _, err := adm.CreateTopic(context.Background(), 3, 1, nil, topic); err != nil {
+			b.Fatal(err)
+		}
+		defer adm.DeleteTopics(context.Background(), topic)
+	} else {
+		var c *kfake.Cluster
+		c, prod = newCluster(b, 3)
+		seeds = c.ListenAddrs()
+	}
 	now := time.Now()
 	batch := make([]*kgo.Record, 0, 10_000)
 	for i := range n {
@@ -182,8 +209,16 @@ func BenchmarkRebuild1M(b *testing.B) {
 			batch = batch[:0]
 		}
 	}
+	b.Logf("produced %d cancels to %s in %s", n, topic, time.Since(now).Round(time.Millisecond))
 	for b.Loop() {
-		r := newReader(b, c, Options{})
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		r, err := NewReader(Options{Topic: topic, KafkaOpts: []kgo.Opt{kgo.SeedBrokers(seeds...)}, Retain: time.Hour,
+			Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
+		if err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		if err := r.Sync(ctx); err != nil {
@@ -194,6 +229,9 @@ func BenchmarkRebuild1M(b *testing.B) {
 		if r.Set().Len() != n {
 			b.Fatalf("set holds %d, want %d", r.Set().Len(), n)
 		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-heap")
 		r.Close()
 	}
 }
