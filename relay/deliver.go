@@ -288,7 +288,9 @@ func (r *Relay) cascadeRecord(rec *kgo.Record, due, now time.Time) *kgo.Record {
 // timestamp is the time it is sent).
 func (r *Relay) deadLetterRecord(rec *kgo.Record, p int32, off int64, reason string) *kgo.Record {
 	hs := levels.DeadLetterHeaders(rec.Headers, reason, levels.Source(r.cfg.Topic, p, off))
-	hs = append(hs, kgo.RecordHeader{Key: levels.HeaderOriginalTimestamp, Value: fmt.Appendf(nil, "%d", rec.Timestamp.UnixMilli())})
+	if levels.OriginalTimestamp(rec.Headers, time.Time{}).IsZero() { // a cascaded copy has it already
+		hs = append(hs, kgo.RecordHeader{Key: levels.HeaderOriginalTimestamp, Value: fmt.Appendf(nil, "%d", rec.Timestamp.UnixMilli())})
+	}
 	return &kgo.Record{Topic: r.cfg.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: hs}
 }
 
