@@ -128,3 +128,27 @@ func TestCancelKill(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelTwoRelays: two relays share the delay topic (2 partitions per
+// level); one stops while the records wait, its partitions move to the
+// other. Cancels written before and after the move hold.
+func TestCancelTwoRelays(t *testing.T) {
+	s := newScenario(t, "canceltwo", scenarioOpts{levels: "1s 2s 4s 8s", perLevel: 2, targets: map[string]int32{"orders": 3}})
+	a := s.startRelay("", time.Minute)
+	b := s.startRelay("", time.Minute)
+	cut, keep := s.sendIDs("t", 200, 5500*time.Millisecond, 7900*time.Millisecond)
+	s.cancelOn(cut[:len(cut)/2]...)
+	deadline := time.Now().Add(time.Minute)
+	for a.metric("kdelay_records_wheeled_total")+b.metric("kdelay_records_wheeled_total") < 100 {
+		if time.Now().After(deadline) {
+			t.Fatal("records not in the wheels within a minute")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the children's /metrics
+	}
+	a.stop()
+	s.cancelOn(cut[len(cut)/2:]...)
+	s.await(keep, s.lastDue(keep).Add(time.Minute), b)
+	s.check(t, "cancel, two relays, one stops", keep, -1)
+	s.neverArrived(cut)
+	b.stop()
+}
