@@ -152,3 +152,52 @@ func TestCancelTwoRelays(t *testing.T) {
 	s.neverArrived(cut)
 	b.stop()
 }
+
+// TestCancelMargin measures how close to the due time a cancel still holds
+// on the real broker: records due at one time T, cancels written at T - d
+// for d from 150ms down to 0. A cancel acknowledged at least
+// KDELAY_CANCEL_MARGIN (100ms) before T must hold; the later ones are best
+// effort, and the figures say how they fared.
+func TestCancelMargin(t *testing.T) {
+	s := newScenario(t, "cancelmargin", scenarioOpts{levels: "1s 2s 4s", targets: map[string]int32{"orders": 3}})
+	p := s.startRelay("", time.Minute)
+	offsets := []time.Duration{150 * time.Millisecond, 100 * time.Millisecond, 75 * time.Millisecond, 50 * time.Millisecond,
+		25 * time.Millisecond, 10 * time.Millisecond, 0}
+	const per = 10
+	due := time.Now().Add(4 * time.Second).Truncate(time.Millisecond)
+	var recs []*kgo.Record
+	for _, d := range offsets {
+		for j := range per {
+			k := fmt.Sprintf("m%03d-%d", d.Milliseconds(), j)
+			recs = append(recs, s.stamped(k, levels.Delay{Target: s.target("orders"), At: due, ID: k}))
+		}
+	}
+	s.send(recs...)
+	acked := map[time.Duration]time.Time{}
+	for _, d := range offsets {
+		time.Sleep(time.Until(due.Add(-d)))
+		var ids []string
+		for j := range per {
+			ids = append(ids, fmt.Sprintf("m%03d-%d", d.Milliseconds(), j))
+		}
+		s.cancelOn(ids...)
+		acked[d] = time.Now()
+	}
+	time.Sleep(time.Until(due.Add(3 * time.Second)))
+	s.waitSettled(time.Minute, p)
+	for _, d := range offsets {
+		held := 0
+		for j := range per {
+			if len(s.obs.arrivals(fmt.Sprintf("m%03d-%d", d.Milliseconds(), j))) == 0 {
+				held++
+			}
+		}
+		before := due.Sub(acked[d])
+		t.Logf("MARGIN cancels written %s before the due time, acknowledged %s before it: %d of %d held",
+			fmtDur(d), fmtDur(before), held, per)
+		if before >= 100*time.Millisecond && held != per {
+			t.Errorf("cancels acknowledged %s before the due time (margin 100ms): only %d of %d held", fmtDur(before), held, per)
+		}
+	}
+	p.stop()
+}
