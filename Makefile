@@ -25,6 +25,8 @@ fuzz: ## every fuzz target for FUZZTIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHeaders$$' -fuzztime $(FUZZTIME) ./levels/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLevels$$' -fuzztime $(FUZZTIME) ./levels/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecover$$' -fuzztime $(FUZZTIME) ./wheel/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./offsetmap/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./offsetmap/
 
 lint: ## vet and formatting
 	$(GO) vet ./...

@@ -122,6 +122,18 @@ type Config struct {
 	// missing target topic is retried before the record is dead-lettered;
 	// default 30s.
 	TargetMissingTimeout time.Duration `env:"TARGET_MISSING_TIMEOUT" envDefault:"30s"`
+	// Delivery, KDELAY_DELIVERY: at-least-once (default) or exactly-once.
+	// In exactly-once mode each batch's forwards, cascades, dead letters
+	// and offset commit are one Kafka transaction: consumers reading with
+	// isolation.level=read_committed see each record once.
+	Delivery string `env:"DELIVERY" envDefault:"at-least-once"`
+	// TransactionalID, KDELAY_TRANSACTIONAL_ID: the exactly-once relay's
+	// transactional ID. Default kdelay-<group>-<KDELAY_INSTANCE_ID>, else
+	// kdelay-<group>-<host name> (the pod name in a StatefulSet). It must be
+	// stable across restarts of one relay (a restart then aborts what the
+	// previous process left open at once) and unique among live relays (two
+	// with one ID fence each other: the older one stops).
+	TransactionalID string `env:"TRANSACTIONAL_ID"`
 	// RetryTimeout, KDELAY_RETRY_TIMEOUT: how long a record whose produce
 	// fails with an error kdelay does not classify is retried before it is
 	// dead-lettered with the error as its reason; default 2m. Retriable
@@ -373,6 +385,9 @@ func (c *Config) validate() []error {
 	}
 	if c.TargetMissingTimeout < 0 {
 		bad("TARGET_MISSING_TIMEOUT", c.TargetMissingTimeout, "must not be negative")
+	}
+	if c.Delivery != "at-least-once" && c.Delivery != "exactly-once" {
+		bad("DELIVERY", c.Delivery, "must be at-least-once or exactly-once")
 	}
 	if c.RetryTimeout < 0 {
 		bad("RETRY_TIMEOUT", c.RetryTimeout, "must not be negative")

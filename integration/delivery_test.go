@@ -54,7 +54,8 @@ func TestDefaultLevels(t *testing.T) {
 	keys := s.sentKeys("")
 	t.Logf("sent %d records, last due %s", len(keys), fmtTime(s.lastDue(keys)))
 	s.await(keys, s.lastDue(keys).Add(60*time.Second), relay)
-	s.check(t, label, keys, 0)
+	checkP99(t, label, s.check(t, label, keys, 0), noFaultP99)
+	s.checkFIFO(t, label, keys, upTo*per)
 	relay.stop()
 }
 
@@ -99,7 +100,9 @@ func TestScaledLevels(t *testing.T) {
 	s.send(recs...)
 	keys := s.sentKeys("")
 	s.await(keys, s.lastDue(keys).Add(60*time.Second), relay)
-	s.check(t, `scaled levels "1s 2s 4s 8s", arbitrary delays`, keys, 0)
+	label := `scaled levels "1s 2s 4s 8s", arbitrary delays`
+	checkP99(t, label, s.check(t, label, keys, 0), noFaultP99)
+	s.checkFIFO(t, label, keys, 45)
 
 	// The binary's own view: nothing left to do.
 	if st := kdelayStatus(t, s.vars); st.Lag != 0 || st.DeadLetters != 0 {
@@ -129,7 +132,7 @@ func TestCascade(t *testing.T) {
 	s.send(recs...)
 	keys := s.sentKeys("")
 	s.await(keys, s.lastDue(keys).Add(60*time.Second), relay)
-	s.check(t, `cascade: levels "1s 2s 4s", delays 6s 9s 13s 20s`, keys, 0)
+	checkP99(t, `cascade: levels "1s 2s 4s", delays 6s 9s 13s 20s`, s.check(t, `cascade: levels "1s 2s 4s", delays 6s 9s 13s 20s`, keys, 0), noFaultP99)
 
 	cascaded := relay.metric("kdelay_records_cascaded_total")
 	if cascaded < 40 {
@@ -218,7 +221,7 @@ func TestForeignProducer(t *testing.T) {
 	keys := s.sentKeys("")
 	s.await(keys, s.lastDue(keys).Add(60*time.Second), relay)
 	t.Run("kgo-raw", func(t *testing.T) {
-		s.check(t, "foreign producer: raw franz-go records, headers only", s.sentKeys("raw-"), 0)
+		checkP99(t, "foreign producer: raw franz-go records, headers only", s.check(t, "foreign producer: raw franz-go records, headers only", s.sentKeys("raw-"), 0), noFaultP99)
 	})
 	t.Run("wrong-partition", func(t *testing.T) {
 		keys := s.sentKeys("wrong-")
@@ -234,7 +237,7 @@ func TestForeignProducer(t *testing.T) {
 	})
 	t.Run("kcat", func(t *testing.T) {
 		if kcatErr != nil {
-			t.Skip("kcat not on PATH: this sub-case needs it (Debian: apt-get install -y kcat)")
+			skipOrFailInCI(t, "kcat not on PATH: this sub-case needs it (Debian: apt-get install -y kcat)")
 		}
 		keys := s.sentKeys("kcat-")
 		s.mu.Lock()
@@ -244,7 +247,7 @@ func TestForeignProducer(t *testing.T) {
 			}
 		}
 		s.mu.Unlock()
-		s.check(t, "foreign producer: kcat "+kcatVersion(kcat), keys, 0)
+		checkP99(t, "foreign producer: kcat "+kcatVersion(kcat), s.check(t, "foreign producer: kcat "+kcatVersion(kcat), keys, 0), noFaultP99)
 	})
 	if n := relay.metric("kdelay_records_level_mismatch_total"); n < 40 {
 		t.Errorf("kdelay_records_level_mismatch_total = %v, want >= 40 (the wrong-partition records)", n)

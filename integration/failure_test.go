@@ -100,9 +100,9 @@ func TestFailureIsolation(t *testing.T) {
 	f := s.check(t, "missing target isolated", s.sentKeys("good-"), 0)
 	s.check(t, "missing target dead-lettered", s.sentKeys("bad-"), 0)
 	// Before the isolation every batch waited for the 3s timeout (p50
-	// 5.2 s); 1 s is generous for records the failure does not concern.
-	if p := pct(f.late, 0.99); p > time.Second {
-		t.Errorf("lateness p99 %s of records the missing target does not concern, want < 1s", p)
+	// 5.2 s, max 9.2 s); the bounds leave room for a loaded machine.
+	if p50, p99 := pct(f.late, 0.5), pct(f.late, 0.99); p50 > time.Second || p99 > 3*time.Second {
+		t.Errorf("lateness p50 %s / p99 %s of records the missing target does not concern, want < 1s / 3s", p50, p99)
 	}
 	relay.stop()
 }

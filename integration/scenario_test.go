@@ -48,11 +48,12 @@ type scenario struct {
 // topic.
 type sentRecord struct {
 	key        string
-	dest       string    // the topic it must arrive at: its target, or the dead-letter topic
-	reason     string    // dead letters: expected substring of kdelay-error
-	due        time.Time // forwarded records: the due time the headers give
-	targetPart int32     // kdelay-target-partition, -1 if none
-	partition  int32     // where it was written in the delay topic
+	dest       string        // the topic it must arrive at: its target, or the dead-letter topic
+	reason     string        // dead letters: expected substring of kdelay-error
+	due        time.Time     // forwarded records: the due time the headers give
+	targetPart int32         // kdelay-target-partition, -1 if none
+	delay      time.Duration // forwarded records: due minus the record timestamp
+	partition  int32         // where it was written in the delay topic
 	offset     int64
 	value      []byte
 	own        []kgo.RecordHeader // the producer's own headers
@@ -267,7 +268,7 @@ func (s *scenario) register(r *kgo.Record) {
 	if reason, ok := s.deadFor[key]; ok {
 		sr.dest, sr.reason = s.dlq, reason
 	} else if sch, err := s.tab.Parse(r.Headers, r.Timestamp); err == nil {
-		sr.dest, sr.due, sr.targetPart = sch.Target, sch.Due, sch.TargetPartition
+		sr.dest, sr.due, sr.targetPart, sr.delay = sch.Target, sch.Due, sch.TargetPartition, sch.Delay
 	} else {
 		sr.dest, sr.reason = s.dlq, "" // breaks the contract: any reason
 	}
@@ -523,7 +524,11 @@ type arrival struct {
 
 func startObserver(t *testing.T, topics ...string) *observer {
 	t.Helper()
+	// read_committed: what a consumer of an exactly-once relay reads (the
+	// at-least-once relay writes no transactions, so it changes nothing).
 	cl := newClient(t, suite.seeds, kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // so that its position passes transaction markers
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -536,6 +541,13 @@ func startObserver(t *testing.T, topics ...string) *observer {
 			now := time.Now()
 			o.mu.Lock()
 			fs.EachRecord(func(r *kgo.Record) {
+				if o.next[r.Topic] == nil {
+					o.next[r.Topic] = make(map[int32]int64)
+				}
+				if r.Attrs.IsControl() {
+					o.next[r.Topic][r.Partition] = r.Offset + 1
+					return
+				}
 				a := arrival{topic: r.Topic, partition: r.Partition, offset: r.Offset, at: now, ts: r.Timestamp, value: r.Value, headers: r.Headers}
 				for _, h := range r.Headers {
 					switch h.Key {

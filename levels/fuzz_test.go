@@ -1,6 +1,7 @@
 package levels
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +46,10 @@ func FuzzParseLevels(f *testing.F) {
 	})
 }
 
-// FuzzParseHeaders: a record that parses has a target and, without an
-// absolute due time, a due time never before its timestamp; every rewrite
-// leaves no control header behind.
+// FuzzParseHeaders: a record that parses has a target, and exactly the due
+// time wantDue computes by the contract (deliver-at wins, else timestamp +
+// delay, else timestamp + the level's duration); every rewrite leaves no
+// control header behind.
 func FuzzParseHeaders(f *testing.F) {
 	f.Add("orders", "90s", "", "", "", int64(1_700_000_000_000))
 	f.Add("orders", "1500", "", "", "3", int64(0))
@@ -88,6 +90,11 @@ func FuzzParseHeaders(f *testing.F) {
 			if s.Due.Sub(s.Due.Truncate(time.Millisecond)) != 0 {
 				t.Fatalf("due %s not at millisecond precision", s.Due)
 			}
+			if want, ok := wantDue(tab, delay, at, level, ts); !ok {
+				t.Fatalf("parsed (due %s) headers the oracle refuses: delay %q at %q level %q", s.Due, delay, at, level)
+			} else if !s.Due.Equal(want) {
+				t.Fatalf("due %s (%d ms), want %s (%d ms): delay %q at %q level %q ts %d", s.Due, s.Due.UnixMilli(), want, want.UnixMilli(), delay, at, level, ts.UnixMilli())
+			}
 		}
 		fw := ForwardHeaders(hs, s.Due, "t/0/0")
 		for _, h := range fw {
@@ -109,4 +116,56 @@ func FuzzParseHeaders(f *testing.F) {
 			}
 		}
 	})
+}
+
+// wantDue is the contract's due time, computed apart from Parse: the
+// kdelay-deliver-at value (epoch ms, or RFC 3339 rounded up to the ms);
+// else ts + kdelay-delay (whole ms, or a Go duration rounded up to the ms);
+// else ts + the level's duration; a due time before 1970 is 1970. ok is
+// false when no header gives a schedule the oracle accepts.
+func wantDue(tab *Table, delay, at, level string, ts time.Time) (due time.Time, ok bool) {
+	delay, at, level = strings.TrimSpace(delay), strings.TrimSpace(at), strings.TrimSpace(level)
+	ceilMs := func(ns int64) int64 { // ns >= 0
+		return (ns + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	}
+	if at != "" {
+		if ms, err := strconv.ParseInt(at, 10, 64); err == nil {
+			return time.UnixMilli(ms), ms >= 0
+		}
+		a, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return time.Time{}, false
+		}
+		ms := a.UnixMilli()
+		if a.Before(time.UnixMilli(ms)) { // UnixMilli truncates toward zero
+			ms--
+		}
+		if time.UnixMilli(ms).Before(a) {
+			ms++
+		}
+		return time.UnixMilli(ms), true
+	}
+	var addMs int64
+	switch {
+	case delay != "":
+		if ms, err := strconv.ParseInt(delay, 10, 64); err == nil {
+			addMs = ms
+		} else if d, err := time.ParseDuration(delay); err == nil {
+			addMs = ceilMs(int64(d))
+		} else {
+			return time.Time{}, false
+		}
+	case level != "":
+		n, err := strconv.Atoi(level)
+		if err != nil || n < 1 || n > tab.Levels() {
+			return time.Time{}, false
+		}
+		addMs = tab.Duration(n).Milliseconds()
+	default:
+		return time.Time{}, false
+	}
+	if addMs < 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(max(ts.UnixMilli()+addMs, 0)), true
 }

@@ -8,13 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // binding is what a data directory indexes. Its wheel is valid only for
@@ -31,22 +29,6 @@ type binding struct {
 }
 
 const bindingFile = "binding.json"
-
-// metaPrefix starts the commit metadata of every offset the relay commits;
-// the level table follows it.
-const metaPrefix = "kdelay/1 levels="
-
-// commitMetadata is the commit metadata recording the level table.
-func (r *Relay) commitMetadata() string { return metaPrefix + r.bind.Levels }
-
-// tableOfMetadata returns the level table recorded in commit metadata, ""
-// when the committer recorded none (another tool, an older kdelay).
-func tableOfMetadata(md string) string {
-	if t, ok := strings.CutPrefix(md, metaPrefix); ok {
-		return t
-	}
-	return ""
-}
 
 // LevelChangeError is returned by [New] and [Relay.Run] when records still
 // pending in the delay topic were written under another level table: with
@@ -194,7 +176,7 @@ func (r *Relay) pendingPartitions(ctx context.Context, adm *kadm.Client) (map[in
 		return nil, nil, fmt.Errorf("relay: end offsets of %s: %w", r.cfg.Topic, err)
 	}
 	commits := make(map[int32]commitInfo)
-	resp, err := adm.FetchOffsets(ctx, r.cfg.Group)
+	resp, err := adm.FetchOffsets(kadm.RequireStable(ctx), r.cfg.Group)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -298,76 +280,3 @@ func (r *Relay) watchTopic(ctx context.Context) {
 }
 
 const topicCheckEvery = 10 * time.Second
-
-// commitOffsets returns, for each owned partition whose commit can
-// advance, the lowest offset not yet done: the lowest of the first wheel
-// entry still pending, the first record being retried and the first
-// offset not handled. r.mu is held.
-func (r *Relay) commitOffsets() map[int32]kgo.EpochOffset {
-	offsets := make(map[int32]kgo.EpochOffset)
-	for p, ps := range r.parts {
-		if ps.handled < 0 {
-			continue
-		}
-		off := min(ps.handled+1, ps.lowestUnsettled(false))
-		if r.wheel != nil {
-			if low, ok := r.wheel.LowestPending(p); ok && low < off {
-				off = low
-			}
-		}
-		if off > ps.commit {
-			offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: off}
-		}
-	}
-	return offsets
-}
-
-// commit commits offsets synchronously, each with the level table in its
-// metadata, without holding r.mu. It runs every iteration, so a failed
-// commit is retried even when no new record arrives.
-func (r *Relay) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset) {
-	if len(offsets) == 0 {
-		return
-	}
-	md := r.commitMetadata()
-	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		for i := range req.Topics {
-			for j := range req.Topics[i].Partitions {
-				req.Topics[i].Partitions[j].Metadata = &md
-			}
-		}
-		return nil
-	})
-	start := time.Now()
-	var cerr error
-	committed := make(map[int32]int64)
-	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				cerr = err
-				return
-			}
-			for _, t := range resp.Topics {
-				for _, p := range t.Partitions {
-					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
-						continue
-					}
-					committed[p.Partition] = offsets[p.Partition].Offset
-				}
-			}
-		})
-	r.m.commitTime.Observe(time.Since(start).Seconds())
-	r.mu.Lock()
-	for p, off := range committed {
-		if ps := r.parts[p]; ps != nil {
-			ps.commit = max(ps.commit, off)
-		}
-	}
-	r.mu.Unlock()
-	if cerr != nil {
-		// The next iteration commits again; meanwhile a crash would
-		// re-deliver more, never lose anything.
-		r.log.Warn("commit failed", "err", cerr)
-	}
-}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -49,4 +50,65 @@ func TestCancelledTopic(t *testing.T) {
 	if n := rr.cancelled(); n != 1 {
 		t.Errorf("kdelay_records_cancelled_total = %v, want 1", n)
 	}
+}
+
+// TestCancelExactlyOnce: in exactly-once mode cancelled records are part
+// of the batch outcome: a read_committed consumer sees the kept records
+// once and the cancelled ones never (level path and wheel path), across a
+// restart that loses the data directory, and the audit copies arrive
+// inside the transactions.
+func TestCancelExactlyOnce(t *testing.T) {
+	h := newHarness(t, nil, "orders", "audit")
+	h.readCommitted = true
+	withAudit := func(c *config.Config) { exactlyOnce(c); c.CancelledTopic = "audit" }
+	rr := h.start(withAudit)
+	rr.waitReady(t)
+	var keep, cut []string
+	var last time.Time
+	for i, k := range keysOf("xo", 40) {
+		// 2s: level 2's own duration (forwarded from the partition);
+		// 3s: level 2, then the wheel.
+		s := h.sendID(k, k, levels.Delay{Target: "orders", Delay: time.Duration(2000+(i%2)*1000) * time.Millisecond})
+		last = s.due
+		if i%4 < 2 {
+			cut = append(cut, k)
+		} else {
+			keep = append(keep, k)
+		}
+	}
+	for _, k := range cut {
+		h.cancel(k, time.Time{})
+	}
+	h.collect(20*time.Second, func(got map[string][]received) bool { return len(got) >= 10 }, "orders", "audit")
+	rr.stop(t)
+	if err := os.RemoveAll(h.cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	h.start(withAudit)
+	got := h.collect(time.Until(last)+30*time.Second, func(got map[string][]received) bool {
+		return allKeys(append(append([]string(nil), keep...), cut...)...)(got) && time.Now().After(last.Add(time.Second))
+	}, "orders", "audit")
+	h.report(filterTopic(got, "orders"), keep, 0)
+	for _, k := range cut {
+		for _, r := range got[k] {
+			if r.topic == "orders" {
+				t.Errorf("cancelled record %s delivered to orders", k)
+			}
+		}
+		if n := len(filterTopic(got, "audit")[k]); n != 1 {
+			t.Errorf("cancelled record %s on audit %d times, want 1", k, n)
+		}
+	}
+}
+
+func filterTopic(got map[string][]received, topic string) map[string][]received {
+	out := make(map[string][]received)
+	for k, rs := range got {
+		for _, r := range rs {
+			if r.topic == topic {
+				out[k] = append(out[k], r)
+			}
+		}
+	}
+	return out
 }

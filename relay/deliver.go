@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/offsetmap"
 	"github.com/kdelay/kdelay/wheel"
 )
 
@@ -45,6 +46,7 @@ type item struct {
 	// it sets finished.
 	err      error
 	ackedAt  time.Time
+	sentAt   time.Time // when the current attempt was handed over
 	finished atomic.Bool
 
 	// Retry state of an item whose produce failed.
@@ -96,7 +98,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		// heads: the failing records hold back their own partition only.
 		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
 			rec := ps.queue[0]
-			if ps.catchingUp(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+			if ps.catchingUp(rec.Offset) || ps.knownDone(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
 				// Read again after a restart or a seek, but its outcome is
 				// already the wheel's; or a transaction marker.
 				ps.pop()
@@ -256,6 +258,12 @@ func (r *Relay) resyncPartition(ps *partState) {
 	ps.catchUp, ps.fired = -1, nil
 	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
 	r.resync[ps.p] = max(ps.commit, 0)
+	// What the last commit said is done above it stays done: read again,
+	// it is skipped (a duplicate otherwise; in exactly-once mode a
+	// duplicate that consumers would see).
+	if ps.doneSet.Base == ps.commit {
+		ps.known = ps.doneSet
+	}
 }
 
 func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) (*kgo.Record, bool) {
@@ -335,6 +343,7 @@ func (a *attempts) release() {
 // long the retries took.
 func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now time.Time) {
 	it.err = nil
+	it.sentAt = now
 	it.finished.Store(false)
 	if ps := r.parts[it.part]; ps != nil {
 		ps.flight = append(ps.flight, it)
@@ -442,7 +451,7 @@ func classify(err error) errClass {
 		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRecord),
 		errors.Is(err, kerr.CorruptMessage), errors.Is(err, kerr.InvalidTimestamp):
 		return errRejected
-	case kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
+	case errors.Is(err, errTxnAborted), kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, context.DeadlineExceeded), isNetErr(err):
 		return errRetriable
 	}
@@ -531,7 +540,10 @@ func (r *Relay) settle(b []*item, now time.Time) []*item {
 // or an earlier one) settled, wheel entries done, the wheel flushed.
 // Records in flight or set aside for a retry hold back their partition's
 // commit and its persisted watermark.
-func (r *Relay) finish(b []*item) {
+//
+// flush says whether to flush the wheel; exactly-once mode flushes only
+// after its transaction committed.
+func (r *Relay) finish(b []*item, flush bool) {
 	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
 	var in []*item
 	for _, it := range b {
@@ -558,6 +570,9 @@ func (r *Relay) finish(b []*item) {
 	for _, it := range r.settle(in, r.now()) {
 		lvl := levelLabel(it.level)
 		r.progress()
+		if ps := r.parts[it.part]; ps != nil {
+			ps.dirty = true
+		}
 		switch it.kind {
 		case kForward, kFire:
 			path := "direct"
@@ -590,7 +605,7 @@ func (r *Relay) finish(b []*item) {
 			r.wheel.SetHandled(p, min(ps.handled, ps.lowestUnsettled(true)-1))
 		}
 	}
-	if r.wheel != nil {
+	if flush && r.wheel != nil {
 		if err := r.wheel.Flush(); err != nil {
 			r.wheelFailed("flush", err)
 		}
@@ -626,6 +641,19 @@ func (ps *partState) catchingUp(off int64) bool {
 		ps.catchUp, ps.fired = -1, nil
 	}
 	return ok
+}
+
+// knownDone reports whether the commit metadata said off is done (by an
+// earlier owner), and forgets that set once the queue is past it.
+func (ps *partState) knownDone(off int64) bool {
+	if ps.known.End <= ps.known.Base {
+		return false
+	}
+	done := ps.known.Done(off)
+	if off >= ps.known.End-1 {
+		ps.known = offsetmap.Set{}
+	}
+	return done
 }
 
 // takeRetries removes and returns the retries due at now.

@@ -32,23 +32,31 @@ type harness struct {
 
 	mu   sync.Mutex
 	sent map[string]sent // by key
+
+	readCommitted bool // collect reads with isolation.level=read_committed
+	// kafkaOpts are added to every relay's client (Options.KafkaOpts).
+	kafkaOpts []kgo.Opt
 }
 
 type sent struct {
-	key string
-	due time.Time
+	key       string
+	due       time.Time
+	delay     time.Duration // due minus the record timestamp
+	partition int32         // delay-topic partition written to
 }
 
 // received is a record seen on a target or the dead-letter topic.
 type received struct {
-	key     string
-	topic   string
-	at      time.Time // when the observer polled it
-	ts      time.Time // record timestamp: set when the relay produced it
-	due     time.Time // kdelay-due-at
-	source  string
-	headers map[string]string
-	value   string
+	key       string
+	topic     string
+	partition int32 // of the target (or dead-letter) topic
+	offset    int64
+	at        time.Time // when the observer polled it
+	ts        time.Time // record timestamp: set when the relay produced it
+	due       time.Time // kdelay-due-at
+	source    string
+	headers   map[string]string
+	value     string
 }
 
 func newHarness(t *testing.T, env map[string]string, targets ...string) *harness {
@@ -124,10 +132,11 @@ func (h *harness) start(mod func(*config.Config), opts ...func(*Options)) *relay
 	h.t.Cleanup(func() { tw.mu.Lock(); tw.done = true; tw.mu.Unlock() })
 	reg := prometheus.NewRegistry()
 	o := Options{
-		Config:   cfg,
-		Log:      slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Registry: reg,
-		MaxBatch: 512,
+		Config:    cfg,
+		Log:       slog.New(slog.NewTextHandler(tw, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Registry:  reg,
+		MaxBatch:  512,
+		KafkaOpts: h.kafkaOpts,
 	}
 	for _, f := range opts {
 		f(&o)
@@ -197,9 +206,9 @@ func (h *harness) produce(r *kgo.Record) sent {
 	if err := h.prod.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 		h.t.Fatal(err)
 	}
-	s := sent{key: string(r.Key)}
+	s := sent{key: string(r.Key), partition: r.Partition}
 	if sch, err := h.cfg.Table().Parse(r.Headers, r.Timestamp); err == nil {
-		s.due = sch.Due
+		s.due, s.delay = sch.Due, sch.Delay
 	}
 	h.mu.Lock()
 	h.sent[s.key] = s
@@ -211,8 +220,12 @@ func (h *harness) produce(r *kgo.Record) sent {
 // timeout passes.
 func (h *harness) collect(timeout time.Duration, stop func(map[string][]received) bool, topics ...string) map[string][]received {
 	h.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.c.ListenAddrs()...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20*time.Millisecond))
+	opts := []kgo.Opt{kgo.SeedBrokers(h.c.ListenAddrs()...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(20 * time.Millisecond)}
+	if h.readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -231,7 +244,8 @@ func (h *harness) collect(timeout time.Duration, stop func(map[string][]received
 		}
 		now := time.Now()
 		fs.EachRecord(func(r *kgo.Record) {
-			rc := received{key: string(r.Key), topic: r.Topic, at: now, ts: r.Timestamp, value: string(r.Value), headers: map[string]string{}}
+			rc := received{key: string(r.Key), topic: r.Topic, partition: r.Partition, offset: r.Offset,
+				at: now, ts: r.Timestamp, value: string(r.Value), headers: map[string]string{}}
 			for _, hd := range r.Headers {
 				rc.headers[hd.Key] = string(hd.Value)
 			}

@@ -29,6 +29,9 @@ type metrics struct {
 	retrying     prometheus.Gauge
 	stalled      *prometheus.GaugeVec // reason
 	wheelResets  prometheus.Counter
+	metaOverflow prometheus.Counter
+	txns         *prometheus.CounterVec // outcome
+	txnTime      prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -78,12 +81,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kdelay_stalled", Help: "1 while the reason holds: retrying (records set aside after failed produces), dead_letter_failing (the dead-letter topic refuses records), wheel_unavailable (the wheel failed; waits cascade through Kafka), no_progress (due work and nothing delivered for KDELAY_STALL_TIMEOUT: /healthz fails).",
 		}, []string{"reason"}),
-		wheelResets: prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_resets_total", Help: "Times the wheel failed (disk full or failing, damaged record) and was discarded; its partitions were re-read from their committed offsets."}),
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kdelay_transactions_total", Help: "Transactions ended in exactly-once mode, by outcome (committed or aborted).",
+		}, []string{"outcome"}),
+		txnTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kdelay_transaction_commit_seconds", Help: "Duration of committing a transaction (offsets and end) in exactly-once mode.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		metaOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_commit_metadata_overflow_total", Help: "Commits whose done set (offsets above the commit already delivered) did not fit the metadata limit and was left out: a next owner delivers those records again."}),
+		wheelResets:  prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_resets_total", Help: "Times the wheel failed (disk full or failing, damaged record) and was discarded; its partitions were re-read from their committed offsets."}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
 		m.lateness, m.commitTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
-		m.retrying, m.stalled, m.wheelResets,
+		m.retrying, m.stalled, m.wheelResets, m.metaOverflow, m.txns, m.txnTime,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -39,10 +39,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/offsetmap"
 	"github.com/kdelay/kdelay/wheel"
 )
 
@@ -66,6 +68,10 @@ type Options struct {
 	// MaxPartitionBytes bounds the bytes (keys, values, headers) buffered
 	// per partition before it is paused; default 8 MiB.
 	MaxPartitionBytes int
+	// MetadataLimit is the broker's offset.metadata.max.bytes, the bound
+	// of each commit's metadata; default DefaultMetadataLimit (Kafka's
+	// default).
+	MetadataLimit int
 	// OpenWheel opens the local timer store; default [wheel.Open]. Tests
 	// use it to make the store fail.
 	OpenWheel func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
@@ -74,17 +80,19 @@ type Options struct {
 // Relay forwards delay-topic records when due. Create it with [New], run it
 // with [Relay.Run]; it is not reusable after Run returns.
 type Relay struct {
-	cfg      config.Config
-	log      *slog.Logger
-	now      func() time.Time
-	pol      policy
-	m        *metrics
-	cl       *kgo.Client
-	maxBatch int
-	maxBytes int
-	openW    func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
-	bind     binding  // what the data directory indexes
-	cx       *cancels // the cancel set and its barrier (cancel.go)
+	cfg       config.Config
+	log       *slog.Logger
+	now       func() time.Time
+	pol       policy
+	m         *metrics
+	cl        *kgo.Client
+	txn       *kgo.GroupTransactSession // exactly-once mode; nil at least once
+	maxBatch  int
+	maxBytes  int
+	metaLimit int
+	openW     func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
+	bind      binding  // what the data directory indexes
+	cx        *cancels // the cancel set and its barrier (cancel.go)
 
 	mu          sync.Mutex // guards everything below; the group callbacks run on kgo's goroutines
 	wheel       Store      // nil while unavailable (reset failed): waits cascade through Kafka
@@ -125,6 +133,11 @@ type partState struct {
 	// second reading is skipped. -1 and nil once the queue is past it.
 	catchUp int64
 	fired   map[int64]struct{}
+
+	commitEnd int64         // end of the done set last committed
+	dirty     bool          // records settled since the last commit: the done set changed
+	doneSet   offsetmap.Set // the done set of the last commit (what a resync may skip)
+	known     offsetmap.Set // done above the commit, from the commit metadata
 }
 
 // pop removes the queue's head.
@@ -155,15 +168,16 @@ func New(opts Options) (*Relay, error) {
 		return nil, errors.New("relay: configuration not validated (use config.Load)")
 	}
 	r := &Relay{
-		cfg:      cfg,
-		log:      opts.Log,
-		now:      opts.Now,
-		pol:      policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon},
-		maxBatch: opts.MaxBatch,
-		maxBytes: opts.MaxPartitionBytes,
-		openW:    opts.OpenWheel,
-		parts:    make(map[int32]*partState),
-		resync:   make(map[int32]int64),
+		cfg:       cfg,
+		log:       opts.Log,
+		now:       opts.Now,
+		pol:       policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon},
+		maxBatch:  opts.MaxBatch,
+		maxBytes:  opts.MaxPartitionBytes,
+		metaLimit: opts.MetadataLimit,
+		openW:     opts.OpenWheel,
+		parts:     make(map[int32]*partState),
+		resync:    make(map[int32]int64),
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -176,6 +190,9 @@ func New(opts Options) (*Relay, error) {
 	}
 	if r.maxBytes <= 0 {
 		r.maxBytes = 8 << 20
+	}
+	if r.metaLimit <= 0 {
+		r.metaLimit = DefaultMetadataLimit
 	}
 	if r.openW == nil {
 		r.openW = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
@@ -241,6 +258,17 @@ func New(opts Options) (*Relay, error) {
 		kopts = append(kopts, kgo.InstanceID(cfg.InstanceID))
 	}
 	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
+	if cfg.Delivery == ExactlyOnce {
+		kopts = append(kopts, kgo.TransactionalID(r.transactionalID()), kgo.TransactionTimeout(txnTimeout))
+		sess, err := kgo.NewGroupTransactSession(kopts...)
+		if err != nil {
+			r.wheel.Close()
+			r.closeCancels()
+			return nil, fmt.Errorf("relay: kafka transactional client: %w", err)
+		}
+		r.txn, r.cl = sess, sess.Client()
+		return r, nil
+	}
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		r.wheel.Close()
@@ -367,6 +395,9 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		if idle := r.now().Add(time.Second); wake.IsZero() || wake.After(idle) {
 			wake = idle
 		}
+		if r.txn != nil && !r.beginTxn(ctx) {
+			continue
+		}
 		pollCtx, cancel := context.WithDeadline(ctx, wake)
 		fetches := r.cl.PollRecords(pollCtx, r.maxBatch)
 		cancel()
@@ -400,18 +431,28 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		b, solo, started := r.collect(work, now)
 		r.mu.Unlock()
 
-		if err := r.deliver(work, solo, started); err != nil {
+		if r.txn != nil {
+			// endTxn below waits for every attempt.
+		} else if err := r.deliver(work, solo, started); err != nil {
 			// Shutdown timeout while waiting: hand the batch back.
 			// Nothing of it is committed; the next owner re-reads it.
 			r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b)+len(solo), "err", err)
 			r.cl.AllowRebalance()
 			return nil
 		}
-		r.mu.Lock()
-		r.finish(b)
-		offsets := r.commitOffsets()
-		r.mu.Unlock()
-		r.commit(work, offsets)
+		if r.txn != nil {
+			if err := r.endTxn(work, b, solo, started); err != nil {
+				r.log.Warn("shutdown: transaction aborted, batch handed back", "records", len(b)+len(solo), "err", err)
+				r.cl.AllowRebalance()
+				return nil
+			}
+		} else {
+			r.mu.Lock()
+			r.finish(b, true)
+			offsets := r.commitOffsets()
+			r.mu.Unlock()
+			r.commit(work, offsets)
+		}
 		r.mu.Lock()
 		r.updatePauses()
 		r.updateGauges(now)
@@ -421,9 +462,12 @@ func (r *Relay) loop(ctx, work context.Context) error {
 	}
 	// Shutdown: what is in flight lands (or the shutdown timeout passes),
 	// and what landed is committed.
+	if r.txn != nil {
+		return nil // every transaction ended with its iteration
+	}
 	r.drain(work)
 	r.mu.Lock()
-	r.finish(nil)
+	r.finish(nil, true)
 	offsets := r.commitOffsets()
 	r.mu.Unlock()
 	r.commit(work, offsets)
@@ -519,6 +563,10 @@ func (r *Relay) updatePauses() {
 	}
 }
 
+// slowProduce is how long a produce may be in flight before the relay
+// reports itself retrying (not ready).
+const slowProduce = 5 * time.Second
+
 // queueCap bounds the records held per partition before it is paused.
 func (r *Relay) queueCap() int { return 2 * r.maxBatch }
 
@@ -537,6 +585,14 @@ func (r *Relay) updateGauges(now time.Time) {
 		for _, it := range ps.retries {
 			if it.kind == kDead {
 				deadRetrying++
+			}
+		}
+		for _, it := range ps.flight {
+			// A produce franz-go keeps retrying (NOT_ENOUGH_REPLICAS
+			// below min ISR, a leader away) is not ours to retry yet,
+			// but the relay is not making progress: say so.
+			if !it.finished.Load() && now.Sub(it.sentAt) > slowProduce {
+				retrying++
 			}
 		}
 		if (len(ps.queue) > 0 && ps.waitFor.IsZero()) || len(ps.flight) > 0 {
@@ -616,10 +672,12 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		switch {
 		case ok:
 			st.commit, st.handled = c.at, c.at-1
+			st.known, st.commitEnd, st.doneSet = c.done, c.done.End, c.done
 			if r.wheel != nil {
 				if err := r.wheel.Trim(p, c.at); err != nil {
 					r.wheelFailed("trim", err)
 				}
+				r.doneFromMetadata(p, c.done)
 				st.handled = max(r.wheel.Handled(p), st.handled)
 				if hi, ok := r.wheel.Highest(p); ok && hi > st.handled {
 					st.catchUp, st.fired = hi, make(map[int64]struct{})
@@ -659,6 +717,7 @@ func (r *Relay) wheelDrop(p int32) {
 type commitInfo struct {
 	at    int64
 	table string
+	done  offsetmap.Set // done above at, per the metadata (empty if none)
 }
 
 // fetchCommitted returns the group's committed offsets of the delay topic.
@@ -668,23 +727,39 @@ type commitInfo struct {
 func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) (map[int32]commitInfo, bool) {
 	out := make(map[int32]commitInfo)
 	var err error
-	for attempt, wait := 0, 200*time.Millisecond; attempt < 4; attempt, wait = attempt+1, 2*wait {
+	// Retriable errors (an offset commit pending in another relay's open
+	// transaction: UNSTABLE_OFFSET_COMMIT; a coordinator moving) are
+	// retried until the transaction timeout has surely passed; others a
+	// few times.
+	deadline := r.now().Add(2 * txnTimeout)
+	for attempt, wait := 0, 200*time.Millisecond; attempt < 4 || (kerr.IsRetriable(err) && r.now().Before(deadline)); attempt, wait = attempt+1, min(2*wait, 2*time.Second) {
 		var resp kadm.OffsetResponses
-		resp, err = kadm.NewClient(cl).FetchOffsets(ctx, r.cfg.Group)
+		// RequireStable: a commit pending in an open transaction (exactly-
+		// once mode, the previous owner's last batch) is waited for, not
+		// read as the older one.
+		resp, err = kadm.NewClient(cl).FetchOffsets(kadm.RequireStable(ctx), r.cfg.Group)
 		if err == nil {
 			err = resp.Error()
 		}
 		if err == nil {
 			resp.Each(func(o kadm.OffsetResponse) {
 				if o.Topic == r.cfg.Topic && o.Err == nil && o.At >= 0 {
-					out[o.Partition] = commitInfo{at: o.At, table: tableOfMetadata(o.Metadata)}
+					ci := commitInfo{at: o.At, table: tableOfMetadata(o.Metadata)}
+					done, ok, derr := doneOfMetadata(o.Metadata, o.At)
+					switch {
+					case derr != nil:
+						r.log.Warn("ignoring the done set of a commit's metadata (its records are read again)", "partition", o.Partition, "err", derr)
+					case ok:
+						ci.done = done
+					}
+					out[o.Partition] = ci
 				}
 			})
 			return out, true
 		}
 		select {
 		case <-ctx.Done():
-			attempt = 4
+			return out, false
 		case <-time.After(wait):
 		}
 	}

@@ -15,6 +15,7 @@ type Store interface {
 	Handled(partition int32) int64
 	LowestPending(partition int32) (int64, bool)
 	Holds(partition int32, offset int64) bool
+	EachPending(partition int32, lo, hi int64, fn func(offset int64) bool)
 	Highest(partition int32) (int64, bool)
 	Pending() int64
 	Trim(partition int32, below int64) error

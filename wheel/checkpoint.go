@@ -261,7 +261,7 @@ func (w *Wheel) writeCheckpoint(omit ...*segment) error {
 	}
 	_, err = f.Write(w.ckptBuf)
 	if err == nil && w.opt.Sync != SyncNone {
-		err = f.Sync()
+		err = fsync(f)
 	}
 	if e := f.Close(); err == nil {
 		err = e

@@ -164,6 +164,34 @@ func (s *offsetSet) removeBelow(below int64) int64 {
 	return n
 }
 
+// each calls fn for every offset set in [lo, hi], in order, until fn
+// returns false.
+func (s *offsetSet) each(lo, hi int64, fn func(int64) bool) {
+	if hi < lo {
+		return
+	}
+	i, _ := s.find(lo >> chunkShift)
+	for ; i < len(s.chunks); i++ {
+		c := &s.chunks[i]
+		base := c.idx << chunkShift
+		if base > hi {
+			return
+		}
+		for wi, w := range c.w {
+			for w != 0 {
+				off := base + int64(wi*64+bits.TrailingZeros64(w))
+				w &= w - 1
+				if off > hi {
+					return
+				}
+				if off >= lo && !fn(off) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // anyIn reports whether an offset in [lo, hi] is set.
 func (s *offsetSet) anyIn(lo, hi int64) bool {
 	if hi < lo || len(s.chunks) == 0 {

@@ -153,13 +153,13 @@ func (s *segment) write(b []byte) error {
 
 func (s *segment) sync() error {
 	if s.dirty {
-		if err := s.f.Sync(); err != nil {
+		if err := fsync(s.f); err != nil {
 			return fmt.Errorf("wheel: sync %s: %w", s.path, err)
 		}
 		s.dirty = false
 	}
 	if s.idxFile != nil {
-		if err := s.idxFile.Sync(); err != nil {
+		if err := fsync(s.idxFile); err != nil {
 			return fmt.Errorf("wheel: sync %s: %w", s.idxFile.Name(), err)
 		}
 		s.idxFile.Close()

@@ -385,6 +385,14 @@ func (w *Wheel) LowestPending(partition int32) (int64, bool) {
 	return 0, false
 }
 
+// EachPending calls fn for every pending offset of partition in [lo, hi],
+// in order, until fn returns false.
+func (w *Wheel) EachPending(partition int32, lo, hi int64, fn func(offset int64) bool) {
+	if p := w.lookup(partition); p != nil {
+		p.pending.each(lo, hi, fn)
+	}
+}
+
 // Holds reports whether the entry of partition at offset is pending (added,
 // not done, trimmed or dropped), in flight ones included.
 func (w *Wheel) Holds(partition int32, offset int64) bool { return w.pendingOff(partition, offset) }
@@ -609,7 +617,7 @@ func syncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("wheel: sync dir: %w", err)
 	}
-	err = d.Sync()
+	err = fsync(d)
 	if e := d.Close(); err == nil {
 		err = e
 	}

@@ -771,3 +771,26 @@ func TestAddAndDoneInsideExpire(t *testing.T) {
 		t.Fatalf("got %d, pending %d", len(got), w.Pending())
 	}
 }
+
+func TestEachPending(t *testing.T) {
+	var s offsetSet
+	want := []int64{3, 64, 65, 4095, 4096, 9000, 20000}
+	for _, o := range want {
+		s.add(o)
+	}
+	var got []int64
+	s.each(0, 1<<20, func(o int64) bool { got = append(got, o); return true })
+	if !slices.Equal(got, want) {
+		t.Errorf("each over all = %v, want %v", got, want)
+	}
+	got = got[:0]
+	s.each(64, 9000, func(o int64) bool { got = append(got, o); return len(got) < 3 })
+	if !slices.Equal(got, []int64{64, 65, 4095}) {
+		t.Errorf("each [64, 9000] stopping after 3 = %v", got)
+	}
+	got = got[:0]
+	s.each(4097, 8999, func(o int64) bool { got = append(got, o); return true })
+	if len(got) != 0 {
+		t.Errorf("each over an empty range = %v", got)
+	}
+}

@@ -1,0 +1,245 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay/offsetmap"
+)
+
+// The commit of a partition is the lowest offset not yet done (DESIGN
+// §3). Its metadata says two more things, so that any next owner of the
+// partition, with or without this relay's data directory, knows them:
+//
+//	kdelay/1 levels=<table> / <k>[;done=<offsetmap>]
+//
+// the level table the records were scheduled under (binding.go), and which
+// offsets above the committed one are already done (package offsetmap):
+// forwarded, cascaded or dead-lettered while a lower record waits in the
+// wheel or for a retry. When that set does not fit the broker's metadata
+// limit it is left out (kdelay_commit_metadata_overflow_total): the next
+// owner then delivers those records again, never loses one.
+
+// metaPrefix starts the commit metadata of every offset the relay commits.
+const (
+	metaPrefix = "kdelay/1 levels="
+	metaDone   = ";done="
+)
+
+// commitTimeout bounds one synchronous offset commit.
+const commitTimeout = 10 * time.Second
+
+// DefaultMetadataLimit is Kafka's default offset.metadata.max.bytes.
+const DefaultMetadataLimit = 4096
+
+// maxOpen bounds the offsets not done that a done set lists: beyond it the
+// set would not fit the metadata limit anyway, and listing them costs time
+// on every commit.
+const maxOpen = 2048
+
+// tableOfMetadata returns the level table recorded in commit metadata, ""
+// when the committer recorded none (another tool, an older kdelay).
+func tableOfMetadata(md string) string {
+	t, ok := strings.CutPrefix(md, metaPrefix)
+	if !ok {
+		return ""
+	}
+	t, _, _ = strings.Cut(t, metaDone)
+	return t
+}
+
+// doneOfMetadata returns the done set recorded in commit metadata for a
+// partition committed at base; ok is false when there is none.
+func doneOfMetadata(md string, base int64) (offsetmap.Set, bool, error) {
+	_, enc, found := strings.Cut(md, metaDone)
+	if !found || !strings.HasPrefix(md, metaPrefix) {
+		return offsetmap.Set{}, false, nil
+	}
+	s, err := offsetmap.Decode(enc, base)
+	if err != nil {
+		return offsetmap.Set{}, false, err
+	}
+	return s, true, nil
+}
+
+// doneFromMetadata marks done the wheel entries of partition p that the
+// committed done set says were delivered: a relay that crashed after its
+// commit and before its wheel write would fire them again. r.mu is held.
+func (r *Relay) doneFromMetadata(p int32, done offsetmap.Set) {
+	if r.wheel == nil || done.End <= done.Base {
+		return
+	}
+	var fired []int64
+	r.wheel.EachPending(p, done.Base, done.End-1, func(o int64) bool {
+		if done.Done(o) {
+			fired = append(fired, o)
+		}
+		return true
+	})
+	for _, o := range fired {
+		if err := r.wheel.Done(p, o); err != nil {
+			r.wheelFailed("done", err)
+			return
+		}
+	}
+}
+
+// commitReq is one partition's commit.
+type commitReq struct {
+	at   kgo.EpochOffset
+	end  int64         // every offset below end is done or listed open in meta
+	meta string        // the commit metadata
+	done offsetmap.Set // the done set in meta (empty when left out)
+}
+
+// commitOffsets returns, for each owned partition whose commit or done set
+// can advance, the lowest offset not yet done (the lowest of the first wheel
+// entry still pending, the first record in flight or being retried and the
+// first offset not handled) with its metadata. r.mu is held.
+func (r *Relay) commitOffsets() map[int32]commitReq {
+	out := make(map[int32]commitReq)
+	for p, ps := range r.parts {
+		if ps.handled < 0 {
+			continue
+		}
+		off := min(ps.handled+1, ps.lowestUnsettled(false))
+		if r.wheel != nil {
+			if low, ok := r.wheel.LowestPending(p); ok && low < off {
+				off = low
+			}
+		}
+		end := ps.handled + 1
+		if off <= ps.commit && end <= ps.commitEnd && !ps.dirty {
+			continue
+		}
+		md, done := r.metadata(p, ps, off, end)
+		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: md, done: done}
+	}
+	return out
+}
+
+// metadata is the commit metadata of partition p committed at off, with
+// the done set of [off, end) when it fits.
+func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offsetmap.Set) {
+	md := metaPrefix + r.bind.Levels
+	if end <= off+1 {
+		return md, offsetmap.Set{} // nothing done above the commit
+	}
+	if end-off > offsetmap.MaxSpan {
+		r.m.metaOverflow.Inc()
+		return md, offsetmap.Set{}
+	}
+	var open []int64
+	overflow := false
+	if r.wheel != nil {
+		r.wheel.EachPending(p, off, end-1, func(o int64) bool {
+			open = append(open, o)
+			overflow = len(open) > maxOpen
+			return !overflow
+		})
+	}
+	for _, l := range [][]*item{ps.retries, ps.flight} {
+		for _, it := range l {
+			if it.offset >= off && it.offset < end {
+				open = append(open, it.offset)
+			}
+		}
+	}
+	if overflow || len(open) > maxOpen {
+		r.m.metaOverflow.Inc()
+		return md, offsetmap.Set{}
+	}
+	slices.Sort(open)
+	open = slices.Compact(open)
+	set := offsetmap.Set{Base: off, End: end, Open: open}
+	enc, err := offsetmap.Encode(set, r.metaLimit-len(md)-len(metaDone))
+	if err != nil {
+		if !errors.Is(err, offsetmap.ErrTooLarge) {
+			r.log.Error("encode the done set; committing without it", "partition", p, "err", err)
+		}
+		r.m.metaOverflow.Inc()
+		return md, offsetmap.Set{}
+	}
+	return md + metaDone + enc, set
+}
+
+// committed records the commits that went through: all of reqs when only
+// is nil, else those in only. r.mu is held.
+func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
+	for p, c := range reqs {
+		if only != nil && !only[p] {
+			continue
+		}
+		if ps := r.parts[p]; ps != nil {
+			ps.commit = max(ps.commit, c.at.Offset)
+			ps.commitEnd = max(ps.commitEnd, c.end)
+			ps.dirty = false
+			ps.doneSet = c.done
+		}
+	}
+}
+
+// commit commits reqs synchronously, each with its metadata, without
+// holding r.mu. It runs every iteration, so a failed commit is retried
+// even when no new record arrives.
+func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				pt := &req.Topics[i].Partitions[j]
+				if c, ok := reqs[pt.Partition]; ok {
+					md := c.meta
+					pt.Metadata = &md
+				}
+			}
+		}
+		return nil
+	})
+	offsets := make(map[int32]kgo.EpochOffset, len(reqs))
+	for p, c := range reqs {
+		offsets[p] = c.at
+	}
+	start := time.Now()
+	var cerr error
+	committed := make(map[int32]bool)
+	// Bounded: a coordinator that does not answer must not hold the loop
+	// (and its readiness) for ever; the next iteration commits again.
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	r.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{r.cfg.Topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
+						continue
+					}
+					committed[p.Partition] = true
+				}
+			}
+		})
+	r.m.commitTime.Observe(time.Since(start).Seconds())
+	r.mu.Lock()
+	r.committed(reqs, committed)
+	r.mu.Unlock()
+	if cerr != nil {
+		// The next iteration commits again; meanwhile a crash would
+		// re-deliver more, never lose anything.
+		r.log.Warn("commit failed", "err", cerr)
+	}
+}
