@@ -17,6 +17,21 @@
 #   logs [N]  Print the last N (default 100) lines of the broker log,
 #             without the config dumps (the file at `status` has all).
 #
+# A cluster (.ci/kafka-cluster.sh has the details):
+#
+#   start --brokers N   N brokers (default 3) and one dedicated KRaft
+#             controller on 127.0.0.1; prints the bootstrap list
+#             (comma-separated) once every broker is registered and
+#             unfenced. Topic defaults: replication factor min(3,N),
+#             min.insync.replicas min(2,N).
+#   start --security DIR  (with or without --brokers) adds SASL_SSL and
+#             SSL listeners and ACLs; `env` prints their addresses.
+#   stop N | kill N | start N   broker N alone: SIGTERM (controlled
+#             shutdown), SIGKILL, or start again on its kept data.
+#   restart N   stop N, then start N.
+#   stop, restart, status, env, logs [N]   as above, for all nodes.
+#   acls ARGS...   kafka-acls (AclCommand) against the cluster.
+#
 # Environment:
 #   KDELAY_KAFKA_VERSION  Apache Kafka version (default 4.4.0).
 #   KDELAY_CACHE          Jar cache root (default $HOME/.cache/kdelay);
@@ -435,6 +450,15 @@ cmd_logs() {
   # Skip the indented `key = value` config dumps; the file has them all.
   grep -av $'^\t' "$KAFKA_LOG" | tail -n "$n"
 }
+
+# Cluster and secured modes (.ci/kafka-cluster.sh): `start --brokers N`,
+# `start --security DIR`, and every command while a cluster's state exists.
+if [[ -f "$STATE_DIR/cluster.env" || " $* " == *" --brokers"* || " $* " == *" --security"* ]]; then
+  # shellcheck source=kafka-cluster.sh
+  source "$(dirname "${BASH_SOURCE[0]}")/kafka-cluster.sh"
+  cluster_main "$@"
+  exit $?
+fi
 
 case "${1:-}" in
   start) shift; cmd_start "$@" ;;

@@ -18,6 +18,13 @@
 //  3. Otherwise an in-process kfake cluster started by TestMain; the
 //     relay children connect to its address.
 //
+// Two more tiers carry the build tag cluster (docs/ci.md, .ci/cluster.sh):
+// cluster_test.go, failover of a three-broker cluster (KDELAY_TEST_CLUSTER=3,
+// .ci/kafka.sh start --brokers 3) under a steady load, and security_test.go,
+// a broker with SASL_SSL, mutual TLS and ACLs that the test starts itself
+// (KDELAY_TEST_SECURITY=1). With the tag and CI=true their missing
+// variables fail the run instead of skipping.
+//
 // Each scenario creates its own delay, dead-letter and target topics and
 // consumer group (unique names), so all of them share one broker and run in
 // parallel; the broker-restart test runs alone. Relays are started with

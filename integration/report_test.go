@@ -182,7 +182,7 @@ func (s *scenario) report(t *testing.T, label string, f figures) {
 	t.Helper()
 	wall := time.Since(s.begun).Round(100 * time.Millisecond)
 	t.Logf("REPORT %s [%s]: sent=%d delivered=%d duplicated=%d early=%d lost=%d dead-lettered=%d lateness(ts-due) p50/p99/max=%s arrival-due p50/p99/max=%s wall=%s",
-		label, suite.tier, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), wall)
+		label, s.tier, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), wall)
 	path := os.Getenv(envReport)
 	if path == "" {
 		return
@@ -195,7 +195,7 @@ func (s *scenario) report(t *testing.T, label string, f figures) {
 		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|\n")
 	}
 	fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n",
-		suite.tier, label, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), wall)
+		s.tier, label, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), wall)
 	fh, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Errorf("%s: %v", envReport, err)

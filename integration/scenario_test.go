@@ -29,7 +29,9 @@ type scenario struct {
 	name   string
 	begun  time.Time
 	prefix string
-	topic  string // the delay topic
+	seeds  []string // the test's own clients (default the suite's brokers)
+	tier   string   // the broker, in the report (default the suite's tier)
+	topic  string   // the delay topic
 	dlq    string
 	group  string
 	tab    *levels.Table
@@ -66,6 +68,13 @@ type scenarioOpts struct {
 	targets  map[string]int32              // target topics (suffix of the scenario prefix) and their partitions
 	configs  map[string]map[string]*string // topic configs of some targets, by suffix
 	vars     map[string]string
+	// seeds of the test's own clients and the CLI (default the suite's
+	// brokers); the relays get vars' KDELAY_BROKERS, which may differ.
+	seeds []string
+	// replication factor of every topic the scenario creates; default 1.
+	replication int16
+	// tier names the broker in the report; default the suite's tier.
+	tier string
 }
 
 // newScenario creates the scenario's topics (the delay and dead-letter
@@ -79,14 +88,23 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	if o.perLevel == 0 {
 		o.perLevel = 1
 	}
+	if o.seeds == nil {
+		o.seeds = suite.seeds
+	}
+	if o.replication == 0 {
+		o.replication = 1
+	}
+	if o.tier == "" {
+		o.tier = suite.tier
+	}
 	prefix := fmt.Sprintf("kd-%s-%06x", name, rand.Uint32()&0xffffff)
 	s := &scenario{
-		t: t, name: name, begun: time.Now(), prefix: prefix,
+		t: t, name: name, begun: time.Now(), prefix: prefix, seeds: o.seeds, tier: o.tier,
 		topic: prefix + "-delay", group: prefix + "-relays",
 		sent: make(map[string]*sentRecord), deadFor: make(map[string]string),
 	}
 	s.vars = map[string]string{
-		"KDELAY_BROKERS":              strings.Join(suite.seeds, ","),
+		"KDELAY_BROKERS":              strings.Join(o.seeds, ","),
 		"KDELAY_TOPIC":                s.topic,
 		"KDELAY_GROUP":                s.group,
 		"KDELAY_LEVELS":               o.levels,
@@ -101,7 +119,7 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	}
 	s.tab, s.dlq = cfg.Table(), cfg.DLQTopic
 
-	s.cl = newClient(t, suite.seeds,
+	s.cl = newClient(t, s.seeds,
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.MetadataMinAge(250*time.Millisecond),
@@ -109,7 +127,7 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	s.adm = kadm.NewClient(s.cl)
 	ctx := testContext(t, 2*time.Minute)
 
-	res := kdelayCLI(t, s.vars, nil, "topic", "create", "--replication-factor", "1")
+	res := kdelayCLI(t, s.vars, nil, "topic", "create", "--replication-factor", strconv.Itoa(int(o.replication)))
 	if res.code != 0 || !strings.Contains(res.stdout, "created delay topic "+s.topic) {
 		t.Fatalf("kdelay topic create: exit %d\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
 	}
@@ -125,11 +143,11 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	for suffix, n := range o.targets {
 		name := s.target(suffix)
 		topics = append(topics, name)
-		if o.configs[suffix] == nil {
+		if o.configs[suffix] == nil && o.replication == 1 {
 			createTopic(ctx, t, s.adm, name, n)
 			continue
 		}
-		resp, err := s.adm.CreateTopic(ctx, n, 1, o.configs[suffix], name)
+		resp, err := s.adm.CreateTopic(ctx, n, o.replication, o.configs[suffix], name)
 		if err != nil {
 			t.Fatalf("create topic %s: %v %s", name, err, resp.ErrMessage)
 		}
@@ -140,7 +158,10 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 		})
 		waitTopic(ctx, t, s.adm, name, n)
 	}
-	s.obs = startObserver(t, topics...)
+	// Exactly-once relays write transactions: the observer reads
+	// read_committed, as their consumers must, or aborted attempts would
+	// count as duplicates.
+	s.obs = startObserver(t, s.seeds, s.vars["KDELAY_DELIVERY"] == "exactly-once", topics...)
 	return s
 }
 
@@ -287,7 +308,7 @@ func (s *scenario) learn(keys []string) {
 	for _, k := range keys {
 		want[k] = true
 	}
-	cl := newClient(s.t, suite.seeds, kgo.ConsumeTopics(s.topic),
+	cl := newClient(s.t, s.seeds, kgo.ConsumeTopics(s.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -423,7 +444,7 @@ func (s *scenario) stuckCommit(ctx context.Context, lagging map[int32]lagRange) 
 		offsets[p] = kgo.NewOffset().At(r.committed)
 		want += int(r.end - r.committed)
 	}
-	cl := newClient(s.t, suite.seeds, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
+	cl := newClient(s.t, s.seeds, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
 		kgo.FetchMaxWait(100*time.Millisecond))
 	var stalled []string
 	for seen := 0; seen < want; {
@@ -522,15 +543,17 @@ type arrival struct {
 	headers   []kgo.RecordHeader
 }
 
-func startObserver(t *testing.T, topics ...string) *observer {
+func startObserver(t *testing.T, seeds []string, readCommitted bool, topics ...string) *observer {
 	t.Helper()
-	// read_committed: what a consumer of an exactly-once relay reads (the
-	// at-least-once relay writes no transactions, so it changes nothing).
-	cl := newClient(t, suite.seeds, kgo.ConsumeTopics(topics...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), // so that its position passes transaction markers
+	opts := []kgo.Opt{kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(50*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+		kgo.FetchMaxWait(50 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}
+	if readCommitted {
+		// Control records (transaction markers) take offsets too: keep
+		// them, so that the observer's position reaches the end offsets.
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	}
+	cl := newClient(t, seeds, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &observer{topics: topics, cancel: cancel, done: make(chan struct{}),
 		got: make(map[string][]arrival), next: make(map[string]map[int32]int64)}
