@@ -98,6 +98,12 @@ func (c *clusterCtx) ctlRun(args ...string) time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "bash", append([]string{c.ctl}, args...)...).CombinedOutput()
+	if err != nil && args[0] == "start" {
+		// Under load a starting broker can be taken for dead (its wrapper
+		// exits while the JVM comes up); start is idempotent: ask again.
+		c.t.Logf("kafka.sh %s failed (%v); asking again:\n%s", strings.Join(args, " "), err, lastLines(out, 5))
+		out, err = exec.CommandContext(ctx, "bash", append([]string{c.ctl}, args...)...).CombinedOutput()
+	}
 	d := time.Since(start)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v\n%s", c.ctl, strings.Join(args, " "), err, out)
@@ -573,4 +579,10 @@ func TestClusterBelowMinISR(t *testing.T) {
 	r.stop()
 	c.ctlRun("start", b)
 	c.waitHealthy(3 * time.Minute)
+}
+
+// lastLines returns the last n lines of out.
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
