@@ -54,6 +54,20 @@ type Config struct {
 	// DLQTopic receives records that cannot be delivered, KDELAY_DLQ_TOPIC;
 	// default <topic>.dlq.
 	DLQTopic string `env:"DLQ_TOPIC"`
+	// CancelTopic, KDELAY_CANCEL_TOPIC, is the compacted topic of cancels:
+	// a record keyed by a kdelay-id cancels the delayed records with that
+	// id; default <topic>.cancel.
+	CancelTopic string `env:"CANCEL_TOPIC"`
+	// CancelMargin, KDELAY_CANCEL_MARGIN: a cancel the broker acknowledged
+	// at least this long before a record's due time is always honoured; a
+	// later one is best effort. Records are not forwarded before the relay
+	// has read the cancel topic up to offsets taken no earlier than their
+	// due time minus this margin. Default 100ms.
+	CancelMargin time.Duration `env:"CANCEL_MARGIN" envDefault:"100ms"`
+	// CancelledTopic, KDELAY_CANCELLED_TOPIC: when set, every cancelled
+	// record is written there (with kdelay-source and kdelay-cancelled-at)
+	// for audit instead of being dropped. Default: none (off).
+	CancelledTopic string `env:"CANCELLED_TOPIC"`
 	// TargetAllow, KDELAY_TARGET_ALLOW, a comma list of topic glob patterns
 	// (path.Match syntax: "orders.*"); when set, only matching targets are
 	// delivered to. Default: every topic.
@@ -309,6 +323,27 @@ func (c *Config) validate() []error {
 	} else if c.DLQTopic == c.Topic {
 		bad("DLQ_TOPIC", c.DLQTopic, "must differ from KDELAY_TOPIC")
 	}
+	if c.CancelTopic == "" && c.Topic != "" {
+		c.CancelTopic = c.Topic + ".cancel"
+	}
+	if err := levels.ValidTopicName(c.CancelTopic); err != nil {
+		bad("CANCEL_TOPIC", c.CancelTopic, "not a valid Kafka topic name")
+	} else if c.CancelTopic == c.Topic || c.CancelTopic == c.DLQTopic {
+		bad("CANCEL_TOPIC", c.CancelTopic, "must differ from KDELAY_TOPIC and KDELAY_DLQ_TOPIC")
+	}
+	if strings.EqualFold(c.CancelledTopic, "off") {
+		c.CancelledTopic = ""
+	}
+	if c.CancelledTopic != "" {
+		if err := levels.ValidTopicName(c.CancelledTopic); err != nil {
+			bad("CANCELLED_TOPIC", c.CancelledTopic, "not a valid Kafka topic name")
+		} else if c.CancelledTopic == c.Topic || c.CancelledTopic == c.DLQTopic || c.CancelledTopic == c.CancelTopic {
+			bad("CANCELLED_TOPIC", c.CancelledTopic, "must differ from KDELAY_TOPIC, KDELAY_DLQ_TOPIC and KDELAY_CANCEL_TOPIC")
+		}
+	}
+	if c.CancelMargin < 0 || c.CancelMargin > time.Minute {
+		bad("CANCEL_MARGIN", c.CancelMargin, "must be in [0, 1m]")
+	}
 	for _, p := range c.TargetAllow {
 		if _, err := path.Match(p, ""); err != nil || p == "" {
 			bad("TARGET_ALLOW", strings.Join(c.TargetAllow, ","), "bad pattern %q", p)
@@ -440,6 +475,10 @@ func (c Config) TargetAllowed(topic string) (bool, string) {
 		return false, "the delay topic itself"
 	case topic == c.DLQTopic:
 		return false, "the dead-letter topic"
+	case topic == c.CancelTopic:
+		return false, "the cancel topic"
+	case topic == c.CancelledTopic && topic != "":
+		return false, "the cancelled-records topic"
 	}
 	for _, p := range c.TargetDeny {
 		if ok, _ := path.Match(p, topic); ok {

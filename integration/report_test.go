@@ -107,9 +107,12 @@ func (s *scenario) checkForwarded(t *testing.T, label string, sr *sentRecord, at
 			t.Errorf("%s: record %s: own headers %v not kept in %v", label, sr.key, sr.own, a.headers)
 		}
 		for _, h := range a.headers {
-			if levels.IsControl(h.Key) && h.Key != levels.HeaderDueAt && h.Key != levels.HeaderSource {
+			if levels.IsControl(h.Key) && h.Key != levels.HeaderDueAt && h.Key != levels.HeaderSource && h.Key != levels.HeaderID {
 				t.Errorf("%s: record %s: control header %s left on the forwarded copy", label, sr.key, h.Key)
 			}
+		}
+		if id := levels.ID(a.headers); id != sr.id {
+			t.Errorf("%s: record %s: kdelay-id %q on the forwarded copy, want %q", label, sr.key, id, sr.id)
 		}
 		if !strings.HasPrefix(a.source, s.topic+"/") {
 			t.Errorf("%s: record %s: kdelay-source %q, want %s/<partition>/<offset>", label, sr.key, a.source, s.topic)

@@ -59,6 +59,7 @@ type sentRecord struct {
 	offset     int64
 	value      []byte
 	own        []kgo.RecordHeader // the producer's own headers
+	id         string             // kdelay-id, kept on the forwarded copy
 }
 
 type scenarioOpts struct {
@@ -133,7 +134,7 @@ func newScenario(t *testing.T, name string, o scenarioOpts) *scenario {
 	t.Cleanup(func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		_, _ = s.adm.DeleteTopics(dctx, s.topic, s.dlq)
+		_, _ = s.adm.DeleteTopics(dctx, s.topic, s.dlq, s.topic+".cancel")
 	})
 	waitTopic(ctx, t, s.adm, s.topic, s.tab.Partitions())
 	waitTopic(ctx, t, s.adm, s.dlq, 1)
@@ -277,7 +278,7 @@ func (s *scenario) send(recs ...*kgo.Record) {
 // topic (r has its partition, offset and timestamp).
 func (s *scenario) register(r *kgo.Record) {
 	key := string(r.Key)
-	sr := &sentRecord{key: key, partition: r.Partition, offset: r.Offset, value: r.Value, targetPart: -1}
+	sr := &sentRecord{key: key, partition: r.Partition, offset: r.Offset, value: r.Value, targetPart: -1, id: levels.ID(r.Headers)}
 	for _, h := range r.Headers {
 		if !levels.IsControl(h.Key) {
 			sr.own = append(sr.own, h)

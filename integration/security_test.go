@@ -151,7 +151,7 @@ func (b *secureBroker) grantRelay(t *testing.T, s *scenario, targets ...string) 
 	t.Helper()
 	principal := "User:" + relayUser
 	read := []string{"acls", "--add", "--allow-principal", principal,
-		"--operation", "Read", "--operation", "Describe", "--topic", s.topic, "--group", s.group}
+		"--operation", "Read", "--operation", "Describe", "--topic", s.topic, "--topic", s.topic + ".cancel", "--group", s.group}
 	write := []string{"acls", "--add", "--allow-principal", principal,
 		"--operation", "Write", "--operation", "Describe", "--topic", s.topic, "--topic", s.dlq}
 	for _, tg := range targets {
@@ -161,8 +161,8 @@ func (b *secureBroker) grantRelay(t *testing.T, s *scenario, targets ...string) 
 	for _, args := range [][]string{read, write} {
 		b.ctlRun(time.Minute, args...)
 	}
-	t.Logf("ACLs for %s: Read+Describe on topic %s and group %s; Write+Describe on %s, %s, %s (kafka-acls, %s)",
-		principal, s.topic, s.group, s.topic, s.dlq, strings.Join(targets, ", "), time.Since(start).Round(time.Millisecond))
+	t.Logf("ACLs for %s: Read+Describe on topics %s, %s.cancel and group %s; Write+Describe on %s, %s, %s (kafka-acls, %s)",
+		principal, s.topic, s.topic, s.group, s.topic, s.dlq, strings.Join(targets, ", "), time.Since(start).Round(time.Millisecond))
 }
 
 // secureScenario is a scenario on the secured broker: the test's clients

@@ -382,6 +382,10 @@ func buildParse(t *testing.T) parseFile {
 		{"target slash", def, 1, ts, vhdrs(tg, "a/b", HeaderDelay, "1s")},
 		{"target empty last wins", def, 1, ts, vhdrs(tg, "orders", tg, "", HeaderDelay, "1s")},
 		{"no schedule", def, 1, ts, vhdrs(tg, "orders")},
+		{"id", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "1s", HeaderID, "order-17")},
+		{"id of 255 bytes", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "1s", HeaderID, strings.Repeat("i", 255))},
+		{"id of 256 bytes", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "1s", HeaderID, strings.Repeat("i", 256))},
+		{"empty id", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "1s", HeaderID, "")},
 		{"no schedule, only partition", def, 1, ts, vhdrs(tg, "orders", HeaderTargetPartition, "1")},
 		{"bad delay", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "soon")},
 		{"bad delay empty", def, 1, ts, vhdrs(tg, "orders", HeaderDelay, "")},
@@ -620,7 +624,7 @@ type rewriteFile struct {
 }
 
 func buildRewrite(t *testing.T) rewriteFile {
-	f := rewriteFile{About: "Header rewrites by the relay. forward: what the target topic receives: the producer's own headers in order (duplicates, empty and binary values kept), every kdelay-* header removed, then kdelay-due-at (epoch ms) and kdelay-source (topic/partition/offset). dead_letter: every original header in order except an earlier kdelay-error or kdelay-source, then kdelay-error (the reason) and kdelay-source."}
+	f := rewriteFile{About: "Header rewrites by the relay. forward: what the target topic receives: the producer's own headers in order (duplicates, empty and binary values kept), every kdelay-* header removed, then kdelay-due-at (epoch ms), kdelay-source (topic/partition/offset) and, when the record has a kdelay-id, kdelay-id (the last one). dead_letter: every original header in order except an earlier kdelay-error or kdelay-source, then kdelay-error (the reason) and kdelay-source."}
 	src := Source("delay-topic", 4, 1234567)
 	full := vhdrs("trace", "abc", HeaderTarget, "orders", HeaderDelay, "90s", "trace", "dup", "bin", "hex:00ff80", "empty", "", "ключ", "значение 🔑", HeaderTargetPartition, "2")
 	for _, tc := range []struct {
@@ -633,6 +637,7 @@ func buildRewrite(t *testing.T) rewriteFile {
 		{"earlier relay headers replaced", vhdrs(HeaderDueAt, "5", "x", "1", HeaderSource, "old/0/1", HeaderError, "bad_delay"), 0},
 		{"any kdelay- prefix removed", vhdrs("kdelay-future-thing", "v", "Kdelay-Upper", "kept", "kdelay", "kept too"), 253402214400000},
 		{"no headers", nil, 1_764_579_600_000},
+		{"kdelay-id kept, the last one, after the source", vhdrs("x", "1", HeaderID, "first", HeaderTarget, "orders", HeaderID, "order-17"), 1_764_579_600_000},
 	} {
 		f.Forward = append(f.Forward, forwardVector{Name: tc.name, Headers: headersOf(tc.hs), DueMs: tc.due, Source: src,
 			WantHeaders: headersOf(ForwardHeaders(tc.hs, time.UnixMilli(tc.due), src))})

@@ -30,6 +30,19 @@ const (
 	// HeaderTargetPartition is an optional partition of the target topic;
 	// without it the record key decides, as Kafka's default partitioner does.
 	HeaderTargetPartition = "kdelay-target-partition"
+	// HeaderID is an optional schedule id chosen by the producer, 1 to
+	// [MaxIDLen] bytes: a cancel on the cancel topic whose key is this id
+	// cancels the record. It is kept on the forwarded record and on dead
+	// letters.
+	HeaderID = "kdelay-id"
+	// HeaderCancelBefore, on a record of the cancel topic, is the cancel's
+	// cut-off in epoch milliseconds: records with the id whose original
+	// timestamp lies before it are cancelled. Without it the cancel
+	// record's own timestamp is the cut-off.
+	HeaderCancelBefore = "kdelay-cancel-before"
+	// HeaderCancelledAt is added to a cancelled record written to
+	// KDELAY_CANCELLED_TOPIC: when the relay cancelled it, epoch ms.
+	HeaderCancelledAt = "kdelay-cancelled-at"
 
 	// HeaderDueAt is added to a forwarded record: its due time, epoch ms.
 	HeaderDueAt = "kdelay-due-at"
@@ -40,9 +53,14 @@ const (
 	HeaderError = "kdelay-error"
 	// HeaderOriginalTimestamp is added to a dead-lettered record by the
 	// relay: the source record's timestamp in epoch milliseconds (the dead
-	// letter's own timestamp is the time it was sent).
+	// letter's own timestamp is the time it was sent). A cascaded copy
+	// carries it too, with the timestamp of the record as its producer
+	// wrote it: cancels compare their cut-off with that one.
 	HeaderOriginalTimestamp = "kdelay-original-timestamp"
 )
+
+// MaxIDLen bounds a [HeaderID] value, in bytes.
+const MaxIDLen = 255
 
 // maxDelay bounds any delay the parser accepts so that due-time arithmetic
 // cannot overflow; operators set a tighter limit (KDELAY_MAX_DELAY).
@@ -58,6 +76,7 @@ var (
 	ErrLevelOutOfRange = errors.New("level out of range")
 	ErrBadDeliverAt    = errors.New("invalid deliver-at")
 	ErrNoSchedule      = errors.New("none of kdelay-delay, kdelay-deliver-at, kdelay-level given")
+	ErrBadID           = errors.New("invalid id (kdelay-id must be 1 to 255 bytes)")
 )
 
 // ContractError is a record whose kdelay headers break the contract. It
@@ -92,6 +111,7 @@ func Reason(err error) string {
 		{ErrLevelOutOfRange, "level_out_of_range"},
 		{ErrBadDeliverAt, "bad_deliver_at"},
 		{ErrNoSchedule, "no_schedule"},
+		{ErrBadID, "bad_id"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.name
@@ -111,6 +131,8 @@ type Schedule struct {
 	// Delay is Due minus the record timestamp (may be negative when an
 	// absolute due time lies before the timestamp).
 	Delay time.Duration
+	// ID is the kdelay-id, "" when none.
+	ID string
 }
 
 func lastHeader(hs []kgo.RecordHeader, key string) (string, bool) {
@@ -142,6 +164,12 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 		return s, headerErr(HeaderTarget, target, ErrBadTarget)
 	}
 	s.Target = target
+	if v, ok := lastHeader(hs, HeaderID); ok {
+		if len(v) == 0 || len(v) > MaxIDLen {
+			return s, headerErr(HeaderID, v, ErrBadID)
+		}
+		s.ID = v
+	}
 	if v, ok := lastHeader(hs, HeaderTargetPartition); ok {
 		p, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 		if err != nil || p < 0 {
@@ -257,19 +285,43 @@ func ValidTopicName(name string) error {
 func IsControl(key string) bool { return strings.HasPrefix(key, HeaderPrefix) }
 
 // ForwardHeaders returns the headers of the forwarded copy: the producer's
-// own headers in order, without any kdelay- header, plus [HeaderDueAt] and
-// [HeaderSource]. hs is not modified.
+// own headers in order, without any kdelay- header, plus [HeaderDueAt],
+// [HeaderSource] and, when the record has one, its [HeaderID] (the last
+// one, as Parse reads it). hs is not modified.
 func ForwardHeaders(hs []kgo.RecordHeader, due time.Time, source string) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, 0, len(hs)+2)
+	out := make([]kgo.RecordHeader, 0, len(hs)+3)
 	for _, h := range hs {
 		if !IsControl(h.Key) {
 			out = append(out, h)
 		}
 	}
-	return append(out,
+	out = append(out,
 		kgo.RecordHeader{Key: HeaderDueAt, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)},
 		kgo.RecordHeader{Key: HeaderSource, Value: []byte(source)},
 	)
+	if id, ok := lastHeader(hs, HeaderID); ok {
+		out = append(out, kgo.RecordHeader{Key: HeaderID, Value: []byte(id)})
+	}
+	return out
+}
+
+// OriginalTimestamp returns the timestamp a delayed record had as its
+// producer wrote it: the [HeaderOriginalTimestamp] of a cascaded copy,
+// else ts (the record's own timestamp). Cancels compare their cut-off
+// with it.
+func OriginalTimestamp(hs []kgo.RecordHeader, ts time.Time) time.Time {
+	if v, ok := lastHeader(hs, HeaderOriginalTimestamp); ok {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return time.UnixMilli(ms)
+		}
+	}
+	return ts
+}
+
+// ID returns the record's [HeaderID], "" when none.
+func ID(hs []kgo.RecordHeader) string {
+	v, _ := lastHeader(hs, HeaderID)
+	return v
 }
 
 // DeadLetterHeaders returns the headers of the dead-lettered copy: every
@@ -302,6 +354,19 @@ func CascadeHeaders(hs []kgo.RecordHeader, due time.Time) []kgo.RecordHeader {
 		}
 	}
 	return append(out, kgo.RecordHeader{Key: HeaderDeliverAt, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)})
+}
+
+// CascadeHeadersAt is [CascadeHeaders] for a record whose timestamp is ts:
+// when the record has no [HeaderOriginalTimestamp] yet (its first
+// cascade), one with ts is added, so that the comparison with a cancel's
+// cut-off uses the producer's timestamp however often the record
+// cascades. hs is not modified.
+func CascadeHeadersAt(hs []kgo.RecordHeader, due, ts time.Time) []kgo.RecordHeader {
+	out := CascadeHeaders(hs, due)
+	if _, ok := lastHeader(hs, HeaderOriginalTimestamp); !ok {
+		out = append(out, kgo.RecordHeader{Key: HeaderOriginalTimestamp, Value: strconv.AppendInt(nil, ts.UnixMilli(), 10)})
+	}
+	return out
 }
 
 // Source formats the kdelay-source value of a record.

@@ -2,6 +2,7 @@ package levels
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,4 +196,58 @@ func equalHeaders(a, b []kgo.RecordHeader) bool {
 		}
 	}
 	return true
+}
+
+func TestCascadeHeadersAt(t *testing.T) {
+	in := hdrs(HeaderTarget, "orders", HeaderDelay, "5h", HeaderID, "o-1")
+	due, ts := time.UnixMilli(1_700_000_000_000), time.UnixMilli(1_600_000_000_000)
+	first := CascadeHeadersAt(in, due, ts)
+	if got := OriginalTimestamp(first, time.UnixMilli(5)); !got.Equal(ts) {
+		t.Errorf("first cascade: original timestamp %s, want %s", got, ts)
+	}
+	again := CascadeHeadersAt(first, due, time.UnixMilli(1_650_000_000_000)) // a later cascade keeps the first
+	if got := OriginalTimestamp(again, time.UnixMilli(5)); !got.Equal(ts) || len(again) != len(first) {
+		t.Errorf("second cascade: original timestamp %s (%d headers), want %s (%d)", got, len(again), ts, len(first))
+	}
+	if got := OriginalTimestamp(in, time.UnixMilli(5)); !got.Equal(time.UnixMilli(5)) {
+		t.Errorf("never cascaded: %s, want the record timestamp", got)
+	}
+	if ID(again) != "o-1" {
+		t.Errorf("ID after cascades = %q", ID(again))
+	}
+}
+
+func TestCancelReplace(t *testing.T) {
+	tab := Default()
+	now := time.UnixMilli(1_700_000_000_000).Add(300 * time.Microsecond)
+	c, err := Cancel("d.cancel", "o-1", time.Time{}, now)
+	if err != nil || c.Topic != "d.cancel" || string(c.Key) != "o-1" || c.Value == nil || len(c.Headers) != 0 {
+		t.Fatalf("Cancel = %+v, %v", c, err)
+	}
+	if _, err := Cancel("d.cancel", strings.Repeat("i", 256), time.Time{}, now); err == nil {
+		t.Error("Cancel accepted an id of 256 bytes")
+	}
+	r := &kgo.Record{Key: []byte("k"), Timestamp: now.Add(-time.Hour)}
+	c, err = tab.Replace(r, "delay-topic", "d.cancel", "o-1", Delay{Target: "orders", Delay: time.Minute}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, _ := lastHeader(c.Headers, HeaderCancelBefore)
+	if want := "1700000000001"; cut != want {
+		t.Errorf("cut-off %s, want %s (now rounded up)", cut, want)
+	}
+	if r.Timestamp.UnixMilli() != 1_700_000_000_001 || ID(r.Headers) != "o-1" {
+		t.Errorf("new record: timestamp %d, id %q", r.Timestamp.UnixMilli(), ID(r.Headers))
+	}
+	// The new record is not before the cut-off; one stamped at now is.
+	if !(r.Timestamp.UnixMilli() >= 1_700_000_000_001 && now.UnixMilli() < 1_700_000_000_001) {
+		t.Error("cut-off does not separate the old record from the new one")
+	}
+	s, err := tab.Parse(r.Headers, r.Timestamp)
+	if err != nil || s.ID != "o-1" || !s.Due.Equal(r.Timestamp.Add(time.Minute)) {
+		t.Errorf("replaced record parses to %+v, %v", s, err)
+	}
+	if err := tab.Stamp(&kgo.Record{}, "delay-topic", Delay{Target: "orders", ID: strings.Repeat("i", 256)}, now); err == nil {
+		t.Error("Stamp accepted an id of 256 bytes")
+	}
 }

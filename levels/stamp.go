@@ -22,6 +22,9 @@ type Delay struct {
 	Level int
 	// Partition, if set, is the partition of the target topic.
 	Partition *int32
+	// ID, if set, is the schedule's id (kdelay-id, 1 to MaxIDLen bytes): a
+	// cancel keyed by it on the cancel topic cancels the record.
+	ID string
 }
 
 // Stamp prepares r for the delay topic named topic: it sets r.Topic, the
@@ -77,6 +80,12 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 		}
 		hs = append(hs, kgo.RecordHeader{Key: HeaderTargetPartition, Value: strconv.AppendInt(nil, int64(*d.Partition), 10)})
 	}
+	if d.ID != "" {
+		if len(d.ID) > MaxIDLen {
+			return fmt.Errorf("levels: stamp: id of %d bytes, at most %d", len(d.ID), MaxIDLen)
+		}
+		hs = append(hs, kgo.RecordHeader{Key: HeaderID, Value: []byte(d.ID)})
+	}
 	level := d.Level
 	if level == 0 {
 		level = t.LevelFor(delay)
@@ -85,4 +94,45 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 	r.Headers = append(r.Headers, hs...)
 	r.Partition = t.PartitionFor(level, r.Key)
 	return nil
+}
+
+// Cancel returns the record that cancels, on the cancel topic named
+// cancelTopic (KDELAY_CANCEL_TOPIC, default <delay topic>.cancel), every
+// delayed record with kdelay-id id whose original timestamp lies before
+// before; a zero before means the cancel record's timestamp, which is now.
+// Produce it with Kafka's default partitioner (the key decides), and wait
+// for its ack: a cancel acknowledged at least KDELAY_CANCEL_MARGIN before a
+// record's due time is always honoured.
+func Cancel(cancelTopic, id string, before, now time.Time) (*kgo.Record, error) {
+	if err := ValidTopicName(cancelTopic); err != nil {
+		return nil, fmt.Errorf("levels: cancel: topic: %w", err)
+	}
+	if id == "" || len(id) > MaxIDLen {
+		return nil, fmt.Errorf("levels: cancel: id of %d bytes, want 1 to %d", len(id), MaxIDLen)
+	}
+	r := &kgo.Record{Topic: cancelTopic, Key: []byte(id), Value: []byte("cancel"), Timestamp: now}
+	if !before.IsZero() {
+		r.Headers = []kgo.RecordHeader{{Key: HeaderCancelBefore, Value: strconv.AppendInt(nil, ceilMilli(before).UnixMilli(), 10)}}
+	}
+	return r, nil
+}
+
+// Replace reschedules id: it returns the cancel of every earlier record
+// with the id, and stamps r (as [Table.Stamp] does, with d.ID set to id)
+// as the new one. Both get the timestamp now rounded up to the next
+// millisecond, which is the cancel's cut-off: earlier records are before
+// it, the new one is not, so the new record is never caught by its own
+// cancel. Produce the cancel first, wait for its ack, then produce r.
+func (t *Table) Replace(r *kgo.Record, topic, cancelTopic, id string, d Delay, now time.Time) (*kgo.Record, error) {
+	cutoff := now.Truncate(time.Millisecond).Add(time.Millisecond)
+	c, err := Cancel(cancelTopic, id, cutoff, cutoff)
+	if err != nil {
+		return nil, err
+	}
+	d.ID = id
+	r.Timestamp = cutoff
+	if err := t.Stamp(r, topic, d, cutoff); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

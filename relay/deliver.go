@@ -74,6 +74,13 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 	defer started.release()
 	for _, ps := range r.parts {
 		for _, it := range ps.takeRetries(now) {
+			if c := r.cancelledItem(it, now); c != nil {
+				it = c
+				if it.out == nil {
+					b = append(b, it)
+					continue
+				}
+			}
 			if it.isolate {
 				solo = append(solo, it)
 				continue
@@ -103,11 +110,24 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 				ps.waitFor = d.levelTime
 				break
 			}
+			if wait, ok := r.held(d.sched.Due, now); ok && d.act == actForward {
+				ps.waitFor = wait // the cancel barrier (cancel.go)
+				break
+			}
 			ps.pop()
 			if d.mismatch {
 				r.m.mismatched.WithLabelValues(levelLabel(ps.level)).Inc()
 			}
 			it := &item{part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true, orig: rec, due: d.sched.Due}
+			if d.act != actDeadLetter {
+				if c := r.cancelledItem(it, now); c != nil {
+					if c.out != nil {
+						r.startProduce(ctx, started, c, now)
+					}
+					b = append(b, c)
+					continue
+				}
+			}
 			switch d.act {
 			case actForward:
 				it.kind = kForward
@@ -140,7 +160,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item) {
 	var fired []*item
 	bad := make(map[int32]bool)
-	_, err := r.wheel.Expire(now.UnixMilli(), r.maxBatch, func(e wheel.Entry) {
+	_, err := r.wheel.Expire(r.fireLimit(now).UnixMilli(), r.maxBatch, func(e wheel.Entry) {
 		it, ok := r.fromWheel(e)
 		switch {
 		case it != nil:
@@ -165,7 +185,12 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 		if ps := r.parts[it.part]; ps.fired != nil && it.offset <= ps.catchUp && it.offset >= ps.next {
 			ps.fired[it.offset] = struct{}{} // to be read again: skip it then
 		}
-		r.startProduce(ctx, started, it, now)
+		if c := r.cancelledItem(it, now); c != nil {
+			it = c
+		}
+		if it.out != nil {
+			r.startProduce(ctx, started, it, now)
+		}
 		*b = append(*b, it)
 	}
 }
@@ -262,7 +287,7 @@ func (r *Relay) cascadeRecord(rec *kgo.Record, due, now time.Time) *kgo.Record {
 		Partition: tab.PartitionFor(tab.LevelFor(due.Sub(now)), rec.Key),
 		Key:       rec.Key,
 		Value:     rec.Value,
-		Headers:   levels.CascadeHeaders(rec.Headers, due),
+		Headers:   levels.CascadeHeadersAt(rec.Headers, due, rec.Timestamp),
 	}
 }
 
@@ -271,7 +296,9 @@ func (r *Relay) cascadeRecord(rec *kgo.Record, due, now time.Time) *kgo.Record {
 // timestamp is the time it is sent).
 func (r *Relay) deadLetterRecord(rec *kgo.Record, p int32, off int64, reason string) *kgo.Record {
 	hs := levels.DeadLetterHeaders(rec.Headers, reason, levels.Source(r.cfg.Topic, p, off))
-	hs = append(hs, kgo.RecordHeader{Key: levels.HeaderOriginalTimestamp, Value: fmt.Appendf(nil, "%d", rec.Timestamp.UnixMilli())})
+	if levels.OriginalTimestamp(rec.Headers, time.Time{}).IsZero() { // a cascaded copy has it already
+		hs = append(hs, kgo.RecordHeader{Key: levels.HeaderOriginalTimestamp, Value: fmt.Appendf(nil, "%d", rec.Timestamp.UnixMilli())})
+	}
 	return &kgo.Record{Topic: r.cfg.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: hs}
 }
 
@@ -562,6 +589,8 @@ func (r *Relay) finish(b []*item, flush bool) {
 			if !it.fromQueue {
 				r.wheelDone(it)
 			}
+		case kCancelled:
+			r.cancelDone(it)
 		}
 	}
 	for p, h := range touched {

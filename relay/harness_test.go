@@ -76,7 +76,7 @@ func newHarness(t *testing.T, env map[string]string, targets ...string) *harness
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(probe.Table().Partitions(), probe.Topic),
-		kfake.SeedTopics(1, append([]string{probe.DLQTopic}, targets...)...),
+		kfake.SeedTopics(1, append([]string{probe.DLQTopic, probe.CancelTopic}, targets...)...),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,11 @@ func (h *harness) collect(timeout time.Duration, stop func(map[string][]received
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for !stop(got) {
-		fs := cl.PollFetches(ctx)
+		// Bounded polls, so that a stop condition on time is seen
+		// without a record arriving.
+		pctx, pcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		pcancel()
 		if ctx.Err() != nil {
 			break
 		}

@@ -91,7 +91,8 @@ type Relay struct {
 	maxBytes  int
 	metaLimit int
 	openW     func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
-	bind      binding // what the data directory indexes
+	bind      binding  // what the data directory indexes
+	cx        *cancels // the cancel set and its barrier (cancel.go)
 
 	mu          sync.Mutex // guards everything below; the group callbacks run on kgo's goroutines
 	wheel       Store      // nil while unavailable (reset failed): waits cascade through Kafka
@@ -217,7 +218,11 @@ func New(opts Options) (*Relay, error) {
 	if err := r.preflight(kopts); err != nil {
 		return nil, err
 	}
+	if err := r.openCancels(kopts, reg); err != nil {
+		return nil, err
+	}
 	if err := r.openWheel(); err != nil {
+		r.closeCancels()
 		return nil, err
 	}
 
@@ -258,6 +263,7 @@ func New(opts Options) (*Relay, error) {
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
 			r.wheel.Close()
+			r.closeCancels()
 			return nil, fmt.Errorf("relay: kafka transactional client: %w", err)
 		}
 		r.txn, r.cl = sess, sess.Client()
@@ -266,6 +272,7 @@ func New(opts Options) (*Relay, error) {
 	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		r.wheel.Close()
+		r.closeCancels()
 		return nil, fmt.Errorf("relay: kafka client: %w", err)
 	}
 	r.cl = cl
@@ -362,6 +369,7 @@ func (r *Relay) Close() error {
 		r.stopping.Store(true)
 		r.m.ready.Set(0)
 		r.cl.Close() // leaves the group; onRevoked keeps the wheel while stopping
+		r.closeCancels()
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.wheel != nil {
@@ -520,7 +528,7 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 	}
 	if r.firstAsg && r.wheel != nil {
 		if ms, ok := r.wheel.NextExpiry(); ok {
-			earlier(time.UnixMilli(ms))
+			earlier(r.fireWake(time.UnixMilli(ms), now))
 		}
 	}
 	if !wake.IsZero() && !wake.After(now) {

@@ -107,7 +107,7 @@ func checkCommon(t *testing.T, m *manifests) (*appsv1.StatefulSet, *corev1.Conta
 	for _, k := range []string{"KDELAY_BROKERS", "KDELAY_TOPIC", "KDELAY_GROUP", "KDELAY_LEVELS", "KDELAY_PARTITIONS_PER_LEVEL",
 		"KDELAY_MAX_DELAY", "KDELAY_LOG_LEVEL", "KDELAY_WHEEL_SYNC", "KDELAY_CLIENT_ID", "KDELAY_FETCH_MAX_WAIT",
 		"KDELAY_SESSION_TIMEOUT", "KDELAY_TARGET_MISSING_TIMEOUT", "KDELAY_MISSING_TOPIC_GRACE",
-		"KDELAY_RETRY_TIMEOUT", "KDELAY_STALL_TIMEOUT", "KDELAY_ALLOW_LEVEL_CHANGE"} {
+		"KDELAY_RETRY_TIMEOUT", "KDELAY_STALL_TIMEOUT", "KDELAY_ALLOW_LEVEL_CHANGE", "KDELAY_CANCEL_MARGIN"} {
 		if env[k] == "" {
 			t.Errorf("env %s not set", k)
 		}
@@ -296,6 +296,9 @@ func TestAllOn(t *testing.T) {
 		"KDELAY_TOPIC":                  "delays",
 		"KDELAY_GROUP":                  "kdelay-prod",
 		"KDELAY_DLQ_TOPIC":              "delays-dead",
+		"KDELAY_CANCEL_TOPIC":           "delays-cancel",
+		"KDELAY_CANCELLED_TOPIC":        "delays-cancelled",
+		"KDELAY_CANCEL_MARGIN":          "200ms",
 		"KDELAY_PARTITIONS_PER_LEVEL":   "2",
 		"KDELAY_TARGET_ALLOW":           "orders.*,billing.*",
 		"KDELAY_TARGET_DENY":            "__*",

@@ -229,7 +229,7 @@ func (b *bench) throughput(ctx context.Context, scenario string, size, rep int) 
 	}
 	r.Levels = burstLevels
 	tab := b.table(burstLevels)
-	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.target: b.o.partitions}, nm.target); err != nil {
+	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
 	rp, err := b.startRelay(ctx, tag, b.env(nm, burstLevels))

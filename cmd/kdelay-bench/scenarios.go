@@ -24,7 +24,7 @@ func (b *bench) dueRate(ctx context.Context) (*result, error) {
 	r := &result{Scenario: "duerate", Size: 100, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)", DueRate: rate}
 	r.Notes = append(r.Notes, fmt.Sprintf("%d records/s due for %d s; timestamps at produce time, kdelay-deliver-at spread evenly", rate, secs))
 	tab := b.table(prodLevels)
-	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.target: b.o.partitions}, nm.target); err != nil {
+	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
 	rp, err := b.startRelay(ctx, "duerate", b.env(nm, prodLevels))
@@ -70,7 +70,7 @@ func (b *bench) shape(ctx context.Context, size int) (*result, error) {
 	r := &result{Scenario: "shape", Size: size, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)"}
 	r.Notes = append(r.Notes, fmt.Sprintf("DESIGN.md §8 shape: half the records due evenly over %s, half due within one second (at +%s)", b.o.shapeSpread, b.o.shapeSpread/2))
 	tab := b.table(prodLevels)
-	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.target: b.o.partitions}, nm.target); err != nil {
+	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
 	rp, err := b.startRelay(ctx, tag, b.env(nm, prodLevels))
@@ -141,7 +141,7 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 	rec := &recovery{}
 	r.Recovery = rec
 	tab := b.table(burstLevels)
-	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.target: b.o.partitions}, nm.target); err != nil {
+	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
 	env := b.env(nm, burstLevels)

@@ -122,7 +122,7 @@ func (r *descRecorder) MustRegister(cs ...prometheus.Collector) {
 func registeredMetrics(t *testing.T) map[string][]string {
 	t.Helper()
 	// New checks the delay topic (binding.go): an in-process broker has it.
-	_, addr := newCluster(t, kfake.SeedTopics(18, "delay-topic"))
+	_, addr := newCluster(t, kfake.SeedTopics(18, "delay-topic"), kfake.SeedTopics(1, "delay-topic.cancel"))
 	cfg, err := config.Load(map[string]string{"KDELAY_DATA_DIR": t.TempDir(), "KDELAY_BROKERS": addr})
 	if err != nil {
 		t.Fatal(err)

@@ -40,6 +40,14 @@ func TestRunRefusesBadTopics(t *testing.T) {
 	r = kdelay(t, t.Context(), env, nil, "run", "--levels", "1s 2s 3s 4s 5s 6s")
 	mustCode(t, r, exitFailure)
 	mustContain(t, "missing dead-letter topic", r.stderr, "dead-letter topic delay-topic.dlq does not exist; create it with `kdelay topic create`")
+
+	// Both, but no cancel topic.
+	if _, err := adm.CreateTopic(t.Context(), 1, -1, nil, "delay-topic.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	r = kdelay(t, t.Context(), env, nil, "run", "--levels", "1s 2s 3s 4s 5s 6s")
+	mustCode(t, r, exitFailure)
+	mustContain(t, "missing cancel topic", r.stderr, "cancel topic delay-topic.cancel does not exist; create it with `kdelay topic create`")
 }
 
 // started is a command running in the background.

@@ -38,6 +38,8 @@ type sendFlags struct {
 	progress  bool
 	force     bool
 	asJSON    bool
+	id        string
+	replace   bool
 }
 
 // interruptGrace bounds how long send waits, once interrupted, for the
@@ -70,11 +72,19 @@ given to --delay is milliseconds (as the kdelay-delay header says); send
 warns when it is under 1000.
 
 Ctrl-C stops sending: send waits at most 1.5s for the records in flight,
-prints how many were acknowledged and exits 1.`,
+prints how many were acknowledged and exits 1.
+
+--id sets the record's kdelay-id ("{i}" = record index), the id a cancel on
+the cancel topic names (see kdelay cancel). --replace reschedules: for each
+record it first writes a cancel of the id, cut-off now (rounded up to the
+next millisecond), waits for its ack, then sends the new record with that
+timestamp, so only earlier records with the id are cancelled.`,
 		Example: `  kdelay send --target orders --delay 30s --key order-42 --value '{"id":42}'
   echo hello | kdelay send --target demo --level 3 -H trace-id=abc
   kdelay send --target demo --at 2030-01-01T00:00:00Z --value new-year
-  kdelay send --target demo --delay 1m --count 100000 --key "k{i}" --value "v{i}" --progress`,
+  kdelay send --target demo --delay 1m --count 100000 --key "k{i}" --value "v{i}" --progress
+  kdelay send --target orders --delay 30m --id order-42 --value '{"id":42}'
+  kdelay send --target orders --delay 1h --id order-42 --replace --value '{"id":42}'`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
 			return a.send(cmd, f)
@@ -93,6 +103,8 @@ prints how many were acknowledged and exits 1.`,
 	fl.BoolVar(&f.progress, "progress", false, fmt.Sprintf("show a progress bar on stderr (default: on a terminal from %d records)", progressMin))
 	fl.BoolVar(&f.force, "force", false, "send even what a relay would dead-letter (missing target, refused target, bad partition, delay over KDELAY_MAX_DELAY) or an --at in the past")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
+	fl.StringVar(&f.id, "id", "", `the records' kdelay-id, 1-255 bytes ("{i}" = record index); default none`)
+	fl.BoolVar(&f.replace, "replace", false, "reschedule: cancel the earlier records with the --id first, then send")
 	cmd.MarkFlagRequired("target")
 	cmd.MarkFlagsMutuallyExclusive("delay", "at", "level")
 	cmd.MarkFlagsOneRequired("delay", "at", "level")
@@ -201,6 +213,12 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 	if f.count < 1 {
 		return usageErrorf("invalid --count %d: must be at least 1", f.count)
 	}
+	if f.replace && f.id == "" {
+		return usageErrorf("--replace needs --id: the id of the records to reschedule")
+	}
+	if n := len(strings.ReplaceAll(f.id, "{i}", strconv.Itoa(f.count-1))); n > levels.MaxIDLen {
+		return usageErrorf("invalid --id: %d bytes, at most %d", n, levels.MaxIDLen)
+	}
 	if !cmd.Flags().Changed("value") {
 		if isTerminal(a.stdin) {
 			return usageErrorf("no value: give --value, or pipe the value on stdin")
@@ -238,6 +256,23 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 	case n != tab.Partitions():
 		return mismatchError(cfg, n)
 	}
+	var cx *kgo.Client // cancels of --replace, partitioned by key
+	if f.replace {
+		actx, cancel := context.WithTimeout(ctx, adminTimeout)
+		_, exists, err := partitionCount(actx, adm, cfg.CancelTopic)
+		cancel()
+		switch {
+		case err != nil:
+			return err
+		case !exists:
+			return fmt.Errorf("cancel topic %s does not exist; create it with `kdelay topic create`", cfg.CancelTopic)
+		}
+		if cx, err = newClient(cfg, log); err != nil {
+			return err
+		}
+		defer cx.Close()
+	}
+	id := func(i int) string { return strings.ReplaceAll(f.id, "{i}", strconv.Itoa(i)) }
 
 	// What the relay would do with these records: refuse what it would
 	// dead-letter, before anything is sent.
@@ -293,7 +328,18 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 			Headers: slices.Clone(headers),
 		}
 		now := time.Now()
-		if err := tab.Stamp(rec, cfg.Topic, sched.base(now), now); err != nil {
+		d := sched.base(now)
+		d.ID = id(i)
+		if f.replace {
+			c, err := tab.Replace(rec, cfg.Topic, cfg.CancelTopic, d.ID, d, now)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			if err := cx.ProduceSync(ctx, c).FirstErr(); err != nil {
+				return fmt.Errorf("cancel of id %s: %w", d.ID, err)
+			}
+			sum.Replaced++
+		} else if err := tab.Stamp(rec, cfg.Topic, d, now); err != nil {
 			return usageErrorf("%v", err)
 		}
 		s, err := tab.Parse(rec.Headers, rec.Timestamp)
@@ -381,10 +427,14 @@ type sendSummary struct {
 	Partitions  map[int32]int `json:"partitions"` // delay-topic partition: records acked
 	DueFirst    *time.Time    `json:"due_first,omitempty"`
 	DueLast     *time.Time    `json:"due_last,omitempty"`
+	Replaced    int           `json:"replaced,omitempty"` // cancels written first (--replace)
 }
 
 func printSendSummary(w io.Writer, sum sendSummary, tab *levels.Table, took time.Duration) {
 	fmt.Fprintf(w, "sent %s to %s for target %s in %s\n", plural(sum.Acked, "record"), sum.Topic, sum.Target, took.Round(time.Millisecond))
+	if sum.Replaced > 0 {
+		fmt.Fprintf(w, "replacing: %s written first\n", plural(sum.Replaced, "cancel"))
+	}
 	if sum.Acked == 0 {
 		return
 	}

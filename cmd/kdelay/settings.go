@@ -35,6 +35,7 @@ var commonSettings = []setting{
 	{"client-id", "CLIENT_ID", "string", "client ID sent to the brokers"},
 	{"topic", "TOPIC", "string", "the delay topic"},
 	{"dlq-topic", "DLQ_TOPIC", "string", "the dead-letter topic (default <topic>.dlq)"},
+	{"cancel-topic", "CANCEL_TOPIC", "string", "the compacted topic of cancels, keyed by kdelay-id (default <topic>.cancel)"},
 	{"levels", "LEVELS", "string", "delay levels, RocketMQ messageDelayLevel style"},
 	{"partitions-per-level", "PARTITIONS_PER_LEVEL", "int", "partitions per level (k); the delay topic has levels x k partitions"},
 	{"log-level", "LOG_LEVEL", "string", "log level: debug, info, warn or error"},
@@ -56,11 +57,13 @@ var relaySettings = []setting{
 	{"target-allow", "TARGET_ALLOW", "strings", "glob patterns of allowed target topics, comma-separated (default: all)"},
 	{"target-deny", "TARGET_DENY", "strings", "glob patterns of denied target topics, comma-separated"},
 	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
-	{"missing-topic-grace", "MISSING_TOPIC_GRACE", "duration", "how long run waits for a missing delay or dead-letter topic (just created, not yet in every broker's metadata) before it exits"},
+	{"missing-topic-grace", "MISSING_TOPIC_GRACE", "duration", "how long run waits for a missing delay, dead-letter or cancel topic (just created, not yet in every broker's metadata) before it exits"},
 	{"delivery", "DELIVERY", "string", "at-least-once or exactly-once (one Kafka transaction per batch: forwards, cascades, dead letters and the offset commit)"},
 	{"transactional-id", "TRANSACTIONAL_ID", "string", "exactly-once: the relay's transactional ID, stable across its restarts and unique among live relays (default kdelay-<group>-<instance id or host name>)"},
 	{"retry-timeout", "RETRY_TIMEOUT", "duration", "how long a produce error kdelay does not classify is retried before the record is dead-lettered with the error"},
 	{"stall-timeout", "STALL_TIMEOUT", "duration", "due work and no delivery for this long: /healthz answers 503 so that a supervisor restarts the relay"},
+	{"cancel-margin", "CANCEL_MARGIN", "duration", "a cancel acknowledged at least this long before a record's due time is always honoured"},
+	{"cancelled-topic", "CANCELLED_TOPIC", "string", "when set, cancelled records are written there for audit (default: off)"},
 	{"allow-level-change", "ALLOW_LEVEL_CHANGE", "bool", "start although records still pending were written under another level table (their kdelay-level is then read by the new table)"},
 }
 

@@ -42,7 +42,9 @@ type statusReport struct {
 	Lag         int64          `json:"lag"`
 	Levels      []levelStatus  `json:"levels"`
 	DLQTopic    string         `json:"dlq_topic"`
-	DeadLetters int64          `json:"dead_letters"`      // records in the dead-letter topic (end - start offsets)
+	DeadLetters int64          `json:"dead_letters"` // records in the dead-letter topic (end - start offsets)
+	CancelTopic string         `json:"cancel_topic"`
+	Cancels     int            `json:"cancels"`           // live cancels, as a relay's cancel set holds them; -1 unknown
 	Pending     *pendingReport `json:"pending,omitempty"` // with --pending
 }
 
@@ -103,7 +105,8 @@ func (a *app) newStatusCmd() *cobra.Command {
 		Short: "Show per level: offsets, lag, when the next record is due, dead letters",
 		Long: `Show the relays' progress per level of the delay topic: the group's
 committed offsets and the high watermarks, the lag between them, and when
-the next record is due. The next record is the one at the committed offset
+the next record is due; the dead letters, and the size of the cancel set
+(the live cancels of the cancel topic, read through as a relay does). The next record is the one at the committed offset
 of each partition, read with a short-lived consumer outside the group; its
 due time comes from its headers.
 
@@ -276,6 +279,13 @@ func collectStatus(ctx context.Context, cfg config.Config, log *slog.Logger, now
 			}
 		})
 	}
+	rep.CancelTopic = cfg.CancelTopic
+	if n, err := countCancels(actx, cfg, log); err != nil {
+		log.Warn("could not count the cancels", "topic", cfg.CancelTopic, "err", err)
+		rep.Cancels = -1
+	} else {
+		rep.Cancels = n
+	}
 	return rep, nil
 }
 
@@ -373,6 +383,11 @@ func printStatus(w io.Writer, rep *statusReport, byPartition bool) {
 		dl = "unknown"
 	}
 	fmt.Fprintf(w, "lag %d; dead letters in %s: %s\n", rep.Lag, rep.DLQTopic, dl)
+	cx := strconv.Itoa(rep.Cancels)
+	if rep.Cancels < 0 {
+		cx = "unknown"
+	}
+	fmt.Fprintf(w, "cancel set (%s): %s live\n", rep.CancelTopic, cx)
 }
 
 // pendingTimeout bounds the read of status --pending.

@@ -44,14 +44,17 @@ func (a *app) newTopicCreateCmd() *cobra.Command {
 	var (
 		rf       int16
 		dlqParts int32
+		cxParts  int32
 		configs  []string
 		wait     time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create the delay topic (levels x k partitions) and the dead-letter topic",
-		Long: `Create the delay topic with levels x partitions-per-level partitions and the
-dead-letter topic. Idempotent: topics that exist keep their partitions,
+		Short: "Create the delay topic (levels x k partitions), the dead-letter topic and the cancel topic",
+		Long: `Create the delay topic with levels x partitions-per-level partitions, the
+dead-letter topic and the cancel topic (KDELAY_CANCEL_TOPIC, compacted, its
+retention.ms the maximum delay plus a day, so that a cancel outlives every
+record it can cancel). Idempotent: topics that exist keep their partitions,
 provided the delay topic has the partition count the levels need (a delay
 topic with another count is an error naming both counts); a --config that
 differs from an existing topic's value is applied to it, so a changed
@@ -88,7 +91,7 @@ retention.ms draws a warning.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
 			adm := kadm.NewClient(cl)
-			res, _, err := ensureTopics(ctx, adm, cfg, topicSpec{rf: rf, dlqPartitions: dlqParts, configs: cfgs})
+			res, _, err := ensureTopics(ctx, adm, cfg, topicSpec{rf: rf, dlqPartitions: dlqParts, cancelPartitions: cxParts, configs: cfgs})
 			for _, line := range res.lines {
 				fmt.Fprintln(a.stdout, line)
 			}
@@ -110,7 +113,8 @@ retention.ms draws a warning.`,
 	f := cmd.Flags()
 	f.Int16Var(&rf, "replication-factor", -1, "replication factor of both topics; -1 = the broker default")
 	f.Int32Var(&dlqParts, "dlq-partitions", 1, "partitions of the dead-letter topic; -1 = the broker default")
-	f.StringArrayVar(&configs, "config", nil, "topic config key=value for both topics, repeatable (e.g. retention.ms=1209600000); applied to existing topics too")
+	f.Int32Var(&cxParts, "cancel-partitions", 1, "partitions of the cancel topic; -1 = the broker default")
+	f.StringArrayVar(&configs, "config", nil, "topic config key=value for the delay and dead-letter topics, repeatable (e.g. retention.ms=1209600000); applied to existing topics too")
 	f.DurationVar(&wait, "wait", time.Minute, "how long to wait for created topics to have a leader for every partition")
 	return cmd
 }
@@ -204,9 +208,24 @@ func parseConfigs(kvs []string) (map[string]*string, error) {
 
 // topicSpec is how ensureTopics creates missing topics.
 type topicSpec struct {
-	rf            int16
-	dlqPartitions int32
-	configs       map[string]*string
+	rf               int16
+	dlqPartitions    int32
+	cancelPartitions int32 // 0: 1
+	configs          map[string]*string
+}
+
+// cancelRetention is how long the cancel topic keeps a cancel: the
+// longest delay plus a day, so a cancel outlives every record it can
+// cancel (a cut-off up to a day after the cancel's own timestamp).
+func cancelRetention(cfg config.Config) time.Duration { return cfg.MaxDelay + 24*time.Hour }
+
+// cancelConfigs are the cancel topic's configs: compacted (the last cancel
+// or tombstone of an id is kept) and deleted after cancelRetention.
+func cancelConfigs(cfg config.Config) map[string]*string {
+	return map[string]*string{
+		"cleanup.policy": kadm.StringPtr("compact,delete"),
+		"retention.ms":   kadm.StringPtr(strconv.FormatInt(cancelRetention(cfg).Milliseconds(), 10)),
+	}
 }
 
 // ensured is what ensureTopics found or did.
@@ -225,15 +244,22 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, spec
 	var lines []string
 	defer func() { res.lines = lines }()
 	tab := cfg.Table()
-	want := map[string]int32{cfg.Topic: tab.Partitions(), cfg.DLQTopic: spec.dlqPartitions}
-	role := map[string]string{cfg.Topic: "delay topic", cfg.DLQTopic: "dead-letter topic"}
-	for _, topic := range []string{cfg.Topic, cfg.DLQTopic} {
+	if spec.cancelPartitions == 0 {
+		spec.cancelPartitions = 1
+	}
+	want := map[string]int32{cfg.Topic: tab.Partitions(), cfg.DLQTopic: spec.dlqPartitions, cfg.CancelTopic: spec.cancelPartitions}
+	role := map[string]string{cfg.Topic: "delay topic", cfg.DLQTopic: "dead-letter topic", cfg.CancelTopic: "cancel topic"}
+	for _, topic := range []string{cfg.Topic, cfg.DLQTopic, cfg.CancelTopic} {
 		n, exists, err := partitionCount(ctx, adm, topic)
 		if err != nil {
 			return res, created, err
 		}
+		configs := spec.configs
+		if topic == cfg.CancelTopic {
+			configs = cancelConfigs(cfg)
+		}
 		if !exists {
-			resp, err := adm.CreateTopic(ctx, want[topic], spec.rf, spec.configs, topic)
+			resp, err := adm.CreateTopic(ctx, want[topic], spec.rf, configs, topic)
 			switch {
 			case err == nil:
 				lines = append(lines, fmt.Sprintf("created %s %s: %s%s", role[topic], topic, partitionsPhrase(resp.NumPartitions, topic == cfg.Topic, tab), rfPhrase(resp.ReplicationFactor)))
@@ -257,8 +283,8 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, cfg config.Config, spec
 			return res, created, mismatchError(cfg, n)
 		}
 		line := fmt.Sprintf("exists  %s %s: %s", role[topic], topic, partitionsPhrase(n, topic == cfg.Topic, tab))
-		if len(spec.configs) > 0 {
-			changed, err := alignConfigs(ctx, adm, topic, spec.configs)
+		if len(configs) > 0 && (topic != cfg.CancelTopic || len(spec.configs) > 0) {
+			changed, err := alignConfigs(ctx, adm, topic, configs)
 			if err != nil {
 				lines = append(lines, line)
 				return res, created, err
@@ -382,8 +408,8 @@ func mismatchError(cfg config.Config, n int32) error {
 }
 
 // checkTopics verifies that the delay topic exists with levels x k
-// partitions and that the dead-letter topic exists; its errors name the
-// fix, `kdelay topic create`.
+// partitions and that the dead-letter and cancel topics exist; its errors
+// name the fix, `kdelay topic create`.
 func checkTopics(ctx context.Context, adm *kadm.Client, cfg config.Config) error {
 	n, ok, err := partitionCount(ctx, adm, cfg.Topic)
 	if err != nil {
@@ -400,6 +426,11 @@ func checkTopics(ctx context.Context, adm *kadm.Client, cfg config.Config) error
 		return err
 	} else if !ok {
 		return &layoutError{fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic), true}
+	}
+	if _, ok, err = partitionCount(ctx, adm, cfg.CancelTopic); err != nil {
+		return err
+	} else if !ok {
+		return &layoutError{fmt.Errorf("cancel topic %s does not exist; create it with `kdelay topic create` (compacted, retention beyond KDELAY_MAX_DELAY)", cfg.CancelTopic), true}
 	}
 	return nil
 }

@@ -127,6 +127,14 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
 - name: KDELAY_DLQ_TOPIC
   value: {{ . | quote }}
 {{- end }}
+{{- with .Values.kafka.cancelTopic }}
+- name: KDELAY_CANCEL_TOPIC
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.kafka.cancelledTopic }}
+- name: KDELAY_CANCELLED_TOPIC
+  value: {{ . | quote }}
+{{- end }}
 - name: KDELAY_LEVELS
   value: {{ .Values.config.levels | quote }}
 - name: KDELAY_PARTITIONS_PER_LEVEL
@@ -173,6 +181,8 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
   value: {{ .Values.config.stallTimeout | quote }}
 - name: KDELAY_ALLOW_LEVEL_CHANGE
   value: {{ .Values.config.allowLevelChange | quote }}
+- name: KDELAY_CANCEL_MARGIN
+  value: {{ .Values.config.cancelMargin | quote }}
 {{- if .Values.kafka.sasl.enabled }}
 - name: KDELAY_SASL_MECHANISM
   value: {{ .Values.kafka.sasl.mechanism | quote }}

@@ -264,6 +264,9 @@ def _parse_rfc3339(s: str) -> Tuple[int, int, int]:
 
 # -------------------------------------------------------------- contract
 
+#: The longest kdelay-id, in bytes.
+MAX_ID_LEN = 255
+
 
 class ContractError(ValueError):
     """A record whose kdelay headers break the contract; the relay
@@ -277,6 +280,7 @@ class ContractError(ValueError):
     LEVEL_OUT_OF_RANGE = "level_out_of_range"
     BAD_DELIVER_AT = "bad_deliver_at"
     NO_SCHEDULE = "no_schedule"
+    BAD_ID = "bad_id"
 
     def __init__(self, reason: str, header: str = "", value: str = ""):
         msg = f"kdelay: {reason}" if not header else f"kdelay: {reason}: header {header}={value[:64]!r}"
@@ -514,6 +518,11 @@ class Levels:
             raise ContractError(ContractError.MISSING_TARGET, H.TARGET, target or "")
         if not valid_topic_name(target):
             raise ContractError(ContractError.BAD_TARGET, H.TARGET, target)
+        for k, raw in reversed(hs):
+            if k == H.ID:
+                if not 1 <= len(raw) <= MAX_ID_LEN:
+                    raise ContractError(ContractError.BAD_ID, H.ID, raw.decode("utf-8", "surrogateescape"))
+                break
         tp = -1
         v = _last(hs, H.TARGET_PARTITION)
         if v is not None:
@@ -665,9 +674,15 @@ def delayed(
 
 def forwarded_headers(headers: HeadersIn, due_ms: int, source: str) -> List[Header]:
     """The headers the target topic receives: your own in order, without any
-    kdelay- header, then kdelay-due-at and kdelay-source."""
-    out = [(k, v) for k, v in _norm_headers(headers) if not k.startswith(H.PREFIX)]
-    return out + [(H.DUE_AT, str(due_ms).encode()), (H.SOURCE, source.encode())]
+    kdelay- header, then kdelay-due-at, kdelay-source and, when the record has
+    one, its kdelay-id (the last one)."""
+    hs = _norm_headers(headers)
+    out = [(k, v) for k, v in hs if not k.startswith(H.PREFIX)]
+    out += [(H.DUE_AT, str(due_ms).encode()), (H.SOURCE, source.encode())]
+    ids = [v for k, v in hs if k == H.ID]
+    if ids:
+        out.append((H.ID, ids[-1]))
+    return out
 
 
 def dead_letter_headers(headers: HeadersIn, reason: str, source: str) -> List[Header]:

@@ -16,6 +16,7 @@ public final class ContractException extends Exception {
   public static final String LEVEL_OUT_OF_RANGE = "level_out_of_range";
   public static final String BAD_DELIVER_AT = "bad_deliver_at";
   public static final String NO_SCHEDULE = "no_schedule";
+  public static final String BAD_ID = "bad_id";
 
   private final String reason;
   private final String header;

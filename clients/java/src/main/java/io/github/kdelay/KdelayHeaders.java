@@ -33,6 +33,8 @@ public final class KdelayHeaders {
    * that does not know it yet delivers the record as usual.
    */
   public static final String ID = "kdelay-id";
+  /** The longest {@link #ID}, in bytes. */
+  public static final int MAX_ID_LEN = 255;
   /** Added to a forwarded record: its due time, epoch ms. */
   public static final String DUE_AT = "kdelay-due-at";
   /** Added to forwarded and dead-lettered records: topic/partition/offset. */
@@ -59,17 +61,24 @@ public final class KdelayHeaders {
 
   /**
    * The headers of the forwarded copy: the producer's own headers in order,
-   * without any kdelay- header, then {@link #DUE_AT} and {@link #SOURCE}.
+   * without any kdelay- header, then {@link #DUE_AT}, {@link #SOURCE} and,
+   * when the record has one, its {@link #ID} (the last one).
    */
   public static Headers forwarded(Iterable<Header> headers, long dueMs, String source) {
     List<Header> out = new ArrayList<>();
+    Header id = null;
     for (Header h : headers) {
       if (!isControl(h.key())) {
         out.add(h);
+      } else if (h.key().equals(ID)) {
+        id = h;
       }
     }
     out.add(new RecordHeader(DUE_AT, Long.toString(dueMs).getBytes(StandardCharsets.UTF_8)));
     out.add(new RecordHeader(SOURCE, source.getBytes(StandardCharsets.UTF_8)));
+    if (id != null) {
+      out.add(new RecordHeader(ID, id.value()));
+    }
     return new RecordHeaders(out);
   }
 

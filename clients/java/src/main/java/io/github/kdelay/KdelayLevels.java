@@ -7,6 +7,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.Headers;
 import org.apache.kafka.common.utils.Utils;
 
@@ -220,6 +221,13 @@ public final class KdelayLevels {
     }
     if (!validTopicName(target)) {
       throw new ContractException(ContractException.BAD_TARGET, KdelayHeaders.TARGET, target);
+    }
+    Header idh = headers == null ? null : headers.lastHeader(KdelayHeaders.ID);
+    if (idh != null) {
+      int n = idh.value() == null ? 0 : idh.value().length;
+      if (n < 1 || n > KdelayHeaders.MAX_ID_LEN) {
+        throw new ContractException(ContractException.BAD_ID, KdelayHeaders.ID, KdelayHeaders.lastValue(headers, KdelayHeaders.ID));
+      }
     }
     int targetPartition = -1;
     String v = KdelayHeaders.lastValue(headers, KdelayHeaders.TARGET_PARTITION);
