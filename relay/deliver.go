@@ -386,6 +386,12 @@ func (r *Relay) deliver(ctx context.Context, solo []*item, started *attempts) er
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	return r.produceSolo(ctx, solo)
+}
+
+// produceSolo produces the isolated retries one at a time, each waited
+// for; it returns ctx's error if ctx ends first.
+func (r *Relay) produceSolo(ctx context.Context, solo []*item) error {
 	for _, it := range solo {
 		at := newAttempts()
 		r.mu.Lock()

@@ -110,18 +110,9 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 		r.abortTxn("shutdown")
 		return ctx.Err()
 	}
-	for _, it := range solo {
-		at := newAttempts()
-		r.mu.Lock()
-		r.startProduce(ctx, at, it, r.now())
-		r.mu.Unlock()
-		at.release()
-		select {
-		case <-at.done:
-		case <-ctx.Done():
-			r.abortTxn("shutdown")
-			return ctx.Err()
-		}
+	if err := r.produceSolo(ctx, solo); err != nil {
+		r.abortTxn("shutdown")
+		return err
 	}
 	b = append(b, solo...)
 	touched := make(map[int32]bool)
