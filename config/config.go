@@ -467,7 +467,7 @@ func (c Config) Table() *levels.Table { return c.table }
 // not, why. Internal topics (__*), the delay topic and the dead-letter
 // topic are always refused; then the deny patterns; then, when allow
 // patterns are set, a topic must match one.
-func (c Config) TargetAllowed(topic string) (bool, string) {
+func (c *Config) TargetAllowed(topic string) (bool, string) {
 	switch {
 	case strings.HasPrefix(topic, "__"):
 		return false, "internal topic"

@@ -287,20 +287,41 @@ func IsControl(key string) bool { return strings.HasPrefix(key, HeaderPrefix) }
 // ForwardHeaders returns the headers of the forwarded copy: the producer's
 // own headers in order, without any kdelay- header, plus [HeaderDueAt],
 // [HeaderSource] and, when the record has one, its [HeaderID] (the last
-// one, as Parse reads it). hs is not modified.
+// one, as Parse reads it). hs is not modified; the copy shares the values
+// of the headers it keeps with hs.
 func ForwardHeaders(hs []kgo.RecordHeader, due time.Time, source string) []kgo.RecordHeader {
+	buf := strconv.AppendInt(make([]byte, 0, 20+len(source)), due.UnixMilli(), 10)
+	n := len(buf)
+	buf = append(buf, source...)
+	return forwardHeaders(hs, buf[:n:n], buf[n:])
+}
+
+// ForwardHeadersFrom is [ForwardHeaders] with the source given as the
+// delay-topic record's topic, partition and offset ([Source]); it builds
+// both new header values in one allocation (the relay's hot path).
+func ForwardHeadersFrom(hs []kgo.RecordHeader, due time.Time, topic string, partition int32, offset int64) []kgo.RecordHeader {
+	buf := strconv.AppendInt(make([]byte, 0, 20+len(topic)+32), due.UnixMilli(), 10)
+	n := len(buf)
+	buf = appendSource(buf, topic, partition, offset)
+	return forwardHeaders(hs, buf[:n:n], buf[n:])
+}
+
+func forwardHeaders(hs []kgo.RecordHeader, dueAt, source []byte) []kgo.RecordHeader {
 	out := make([]kgo.RecordHeader, 0, len(hs)+3)
-	for _, h := range hs {
+	id := -1
+	for i, h := range hs {
 		if !IsControl(h.Key) {
 			out = append(out, h)
+		} else if h.Key == HeaderID {
+			id = i
 		}
 	}
 	out = append(out,
-		kgo.RecordHeader{Key: HeaderDueAt, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)},
-		kgo.RecordHeader{Key: HeaderSource, Value: []byte(source)},
+		kgo.RecordHeader{Key: HeaderDueAt, Value: dueAt},
+		kgo.RecordHeader{Key: HeaderSource, Value: source},
 	)
-	if id, ok := lastHeader(hs, HeaderID); ok {
-		out = append(out, kgo.RecordHeader{Key: HeaderID, Value: []byte(id)})
+	if id >= 0 {
+		out = append(out, kgo.RecordHeader{Key: HeaderID, Value: hs[id].Value})
 	}
 	return out
 }
@@ -371,5 +392,13 @@ func CascadeHeadersAt(hs []kgo.RecordHeader, due, ts time.Time) []kgo.RecordHead
 
 // Source formats the kdelay-source value of a record.
 func Source(topic string, partition int32, offset int64) string {
-	return topic + "/" + strconv.FormatInt(int64(partition), 10) + "/" + strconv.FormatInt(offset, 10)
+	return string(appendSource(make([]byte, 0, len(topic)+32), topic, partition, offset))
+}
+
+func appendSource(b []byte, topic string, partition int32, offset int64) []byte {
+	b = append(b, topic...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(partition), 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, offset, 10)
 }

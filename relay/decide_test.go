@@ -115,3 +115,31 @@ func FuzzDecodePayload(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkLevelRecord is the relay's CPU per record on the level path
+// before the produce: decide on a due level-1 record, then build the
+// forward. Run: go test -run '^$' -bench BenchmarkLevelRecord -benchmem ./relay/
+func BenchmarkLevelRecord(b *testing.B) {
+	cfg, err := config.Load(map[string]string{"KDELAY_LEVELS": "1s 2s 4s 8s", "KDELAY_TOPIC": "delays"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &Relay{cfg: cfg, pol: policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon}}
+	ts := time.UnixMilli(1_000_000)
+	rec := &kgo.Record{
+		Topic: "delays", Key: []byte("key-000123"), Value: bytes.Repeat([]byte("v"), 100), Timestamp: ts,
+		Headers: []kgo.RecordHeader{{Key: levels.HeaderTarget, Value: []byte("orders")}, {Key: levels.HeaderLevel, Value: []byte("1")}},
+	}
+	now := ts.Add(2 * time.Second)
+	b.ReportAllocs()
+	for i := range b.N {
+		d := r.pol.decide(rec, 1, now)
+		if d.act != actForward {
+			b.Fatalf("decided %s", d.act)
+		}
+		out, _ := r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, 0, int64(i))
+		if out.Topic != "orders" {
+			b.Fatal(out.Topic)
+		}
+	}
+}

@@ -44,10 +44,11 @@ type item struct {
 
 	// The outcome of the current attempt, written by its promise before
 	// it sets finished.
-	err      error
-	ackedAt  time.Time
-	sentAt   time.Time // when the current attempt was handed over
-	finished atomic.Bool
+	err       error
+	ackedAt   time.Time
+	sentAt    time.Time // when the current attempt was handed over
+	finished  atomic.Bool
+	attempted bool // it.out was handed to the producer once (a later attempt sends a copy)
 
 	// Retry state of an item whose produce failed.
 	isolate   bool          // produce alone: a whole batch failed as too large
@@ -271,7 +272,7 @@ func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, d
 		Topic:   target,
 		Key:     rec.Key,
 		Value:   rec.Value,
-		Headers: levels.ForwardHeaders(rec.Headers, due, levels.Source(r.cfg.Topic, p, off)),
+		Headers: levels.ForwardHeadersFrom(rec.Headers, due, r.cfg.Topic, p, off),
 	}
 	if partition >= 0 {
 		out.Partition = partition
@@ -329,6 +330,16 @@ func newAttempts() *attempts {
 
 func (a *attempts) add() { a.left.Add(1) }
 
+// finished reports whether every attempt has its outcome.
+func (a *attempts) finished() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (a *attempts) release() {
 	if a.left.Add(-1) == 0 {
 		close(a.done)
@@ -348,7 +359,15 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 	if ps := r.parts[it.part]; ps != nil {
 		ps.flight = append(ps.flight, it)
 	}
-	rec := *it.out
+	// The first attempt sends it.out itself (built for it, owned by
+	// franz-go until its promise); a retry sends a copy, fresh for the
+	// partitioner and the producer's bookkeeping.
+	rec := it.out
+	if it.attempted {
+		cp := *it.out
+		rec = &cp
+	}
+	it.attempted = true
 	rec.Timestamp = now
 	var mark *manualMark
 	if it.manual {
@@ -357,7 +376,7 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 	}
 	rec.Context = ctx
 	at.add()
-	r.cl.Produce(ctx, &rec, func(_ *kgo.Record, err error) {
+	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil && mark != nil && mark.outOfRange.Load() {
 			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
 		}
@@ -373,18 +392,22 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 // holding back its partition's commit only, while the loop goes on.
 const flightWait = 250 * time.Millisecond
 
-// deliver waits for the attempts started by collect, up to flightWait,
-// then produces the isolated retries one at a time, each waited for. It
-// returns an error only when ctx ends first (shutdown timeout): what is in
-// flight is then handed back uncommitted.
-func (r *Relay) deliver(ctx context.Context, solo []*item, started *attempts) error {
-	t := time.NewTimer(flightWait)
-	defer t.Stop()
-	select {
-	case <-started.done:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
+// deliver waits for the attempts of the previous batch (nil: none), up
+// to flightWait, then produces the isolated retries one at a time, each
+// waited for. The attempts collect started for this batch go on: at least
+// once, a batch's acks overlap with deciding the next, and at most two
+// batches are in flight. It returns an error only when ctx ends first
+// (shutdown timeout): what is in flight is then handed back uncommitted.
+func (r *Relay) deliver(ctx context.Context, solo []*item, prev *attempts) error {
+	if prev != nil {
+		t := time.NewTimer(flightWait)
+		defer t.Stop()
+		select {
+		case <-prev.done:
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return r.produceSolo(ctx, solo)
 }
@@ -573,25 +596,28 @@ func (r *Relay) finish(b []*item, flush bool) {
 			}
 		}
 	}
-	for _, it := range r.settle(in, r.now()) {
-		lvl := levelLabel(it.level)
+	settled := r.settle(in, r.now())
+	if len(settled) > 0 {
 		r.progress()
+	}
+	for _, it := range settled {
 		if ps := r.parts[it.part]; ps != nil {
 			ps.dirty = true
 		}
 		switch it.kind {
 		case kForward, kFire:
-			path := "direct"
+			ls := r.m.level(it.level)
 			if it.kind == kFire {
-				path = "wheel"
 				r.wheelDone(it)
+				ls.forwardedWheel.Inc()
+			} else {
+				ls.forwardedDirect.Inc()
 			}
-			r.m.forwarded.WithLabelValues(lvl, path).Inc()
-			r.m.lateness.WithLabelValues(lvl).Observe(it.ackedAt.Sub(it.due).Seconds())
+			ls.lateness.Observe(it.ackedAt.Sub(it.due).Seconds())
 		case kCascade:
-			r.m.cascaded.WithLabelValues(lvl).Inc()
+			r.m.cascaded.WithLabelValues(levelLabel(it.level)).Inc()
 		case kDead:
-			r.m.deadLettered.WithLabelValues(lvl, it.reason).Inc()
+			r.m.deadLettered.WithLabelValues(levelLabel(it.level), it.reason).Inc()
 			if !it.fromQueue {
 				r.wheelDone(it)
 			}

@@ -32,6 +32,36 @@ type metrics struct {
 	metaOverflow prometheus.Counter
 	txns         *prometheus.CounterVec // outcome
 	txnTime      prometheus.Histogram
+
+	// byLevel caches the per-record series of each level, so the hot
+	// path does not hash label values per record. Touched under the
+	// relay's mutex only.
+	byLevel map[int]*levelSeries
+}
+
+// levelSeries are the series a record of one level touches on its way.
+type levelSeries struct {
+	consumed, forwardedDirect, forwardedWheel prometheus.Counter
+	lateness                                  prometheus.Observer
+}
+
+// level returns the cached series of level, creating them on first use.
+func (m *metrics) level(level int) *levelSeries {
+	if ls := m.byLevel[level]; ls != nil {
+		return ls
+	}
+	l := levelLabel(level)
+	ls := &levelSeries{
+		consumed:        m.consumed.WithLabelValues(l),
+		forwardedDirect: m.forwarded.WithLabelValues(l, "direct"),
+		forwardedWheel:  m.forwarded.WithLabelValues(l, "wheel"),
+		lateness:        m.lateness.WithLabelValues(l),
+	}
+	if m.byLevel == nil {
+		m.byLevel = make(map[int]*levelSeries)
+	}
+	m.byLevel[level] = ls
+	return ls
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

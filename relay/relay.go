@@ -87,6 +87,11 @@ type Relay struct {
 	m         *metrics
 	cl        *kgo.Client
 	txn       *kgo.GroupTransactSession // exactly-once mode; nil at least once
+	// prev are the produce attempts of the last batch (at-least-once
+	// mode): the next iteration waits for them (up to flightWait) after
+	// deciding its own batch, so deciding overlaps the acks. Written by
+	// the loop under mu.
+	prev *attempts
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
@@ -399,6 +404,17 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			continue
 		}
 		pollCtx, cancel := context.WithDeadline(ctx, wake)
+		if prev := r.prev; prev != nil {
+			// The last batch's outcomes are still coming: wake when
+			// they are in, to settle and commit them.
+			go func() {
+				select {
+				case <-prev.done:
+					cancel()
+				case <-pollCtx.Done():
+				}
+			}()
+		}
 		fetches := r.cl.PollRecords(pollCtx, r.maxBatch)
 		cancel()
 		if fetches.IsClientClosed() {
@@ -433,7 +449,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 
 		if r.txn != nil {
 			// endTxn below waits for every attempt.
-		} else if err := r.deliver(work, solo, started); err != nil {
+		} else if err := r.deliver(work, solo, r.prev); err != nil {
 			// Shutdown timeout while waiting: hand the batch back.
 			// Nothing of it is committed; the next owner re-reads it.
 			r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b)+len(solo), "err", err)
@@ -447,7 +463,13 @@ func (r *Relay) loop(ctx, work context.Context) error {
 				return nil
 			}
 		} else {
+			// This batch's produces go on while the next is polled
+			// and decided; its outcomes settle in a later finish.
 			r.mu.Lock()
+			r.prev = started
+			if started.finished() {
+				r.prev = nil
+			}
 			r.finish(b, true)
 			offsets := r.commitOffsets()
 			r.mu.Unlock()
@@ -496,7 +518,7 @@ func (r *Relay) enqueue(rec *kgo.Record) {
 	ps.queue = append(ps.queue, rec)
 	ps.bytes += recordBytes(rec)
 	if !rec.Attrs.IsControl() {
-		r.m.consumed.WithLabelValues(levelLabel(ps.level)).Inc()
+		r.m.level(ps.level).consumed.Inc()
 	}
 }
 
@@ -793,8 +815,42 @@ func (r *Relay) applyResync() map[int32]bool {
 // The group callbacks use the client they are given: they may run before
 // New has stored r.cl.
 
-func (r *Relay) onRevoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
+func (r *Relay) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	r.handOver(ctx, revoked[r.cfg.Topic])
 	r.release(cl, revoked[r.cfg.Topic], "revoked")
+}
+
+// handOver, at least once, lets the last batch's produces to the revoked
+// partitions land (up to flightWait) and commits what is done, so that the
+// next owner does not deliver them again. Exactly-once mode has nothing in
+// flight here: every transaction ended with its iteration.
+func (r *Relay) handOver(ctx context.Context, ps []int32) {
+	if len(ps) == 0 || r.txn != nil || r.stopping.Load() {
+		return
+	}
+	r.mu.Lock()
+	prev := r.prev
+	r.mu.Unlock()
+	if prev != nil {
+		t := time.NewTimer(flightWait)
+		select {
+		case <-prev.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	r.mu.Lock()
+	r.finish(nil, true)
+	all := r.commitOffsets()
+	reqs := make(map[int32]commitReq, len(ps))
+	for _, p := range ps {
+		if c, ok := all[p]; ok {
+			reqs[p] = c
+		}
+	}
+	r.mu.Unlock()
+	r.commit(ctx, reqs)
 }
 
 func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
