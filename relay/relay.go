@@ -80,18 +80,18 @@ type Options struct {
 // Relay forwards delay-topic records when due. Create it with [New], run it
 // with [Relay.Run]; it is not reusable after Run returns.
 type Relay struct {
-	cfg       config.Config
-	log       *slog.Logger
-	now       func() time.Time
-	pol       policy
-	m         *metrics
-	cl        *kgo.Client
-	txn       *kgo.GroupTransactSession // exactly-once mode; nil at least once
+	cfg config.Config
+	log *slog.Logger
+	now func() time.Time
+	pol policy
+	m   *metrics
+	cl  *kgo.Client
+	txn *kgo.GroupTransactSession // exactly-once mode; nil at least once
 	// prev are the produce attempts of the last batch (at-least-once
 	// mode): the next iteration waits for them (up to flightWait) after
 	// deciding its own batch, so deciding overlaps the acks. Written by
 	// the loop under mu.
-	prev *attempts
+	prev      *attempts
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
