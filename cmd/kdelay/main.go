@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -40,9 +41,13 @@ func main() {
 // holds the KDELAY_* variables (nil: the process environment); ctx ending
 // is the signal to stop.
 func run(ctx context.Context, args []string, environ map[string]string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if environ == nil {
-		environ = environMap()
-	}
 	a := &app{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}
+	if environ == nil {
+		// This process's own run: the process-wide memory limit is ours
+		// to set (never in tests, which pass their environment).
+		a.environ = environMap()
+		a.setMemoryLimit = debug.SetMemoryLimit
+		a.goMemLimit = os.Getenv("GOMEMLIMIT")
+	}
 	return a.execute(ctx, args)
 }
