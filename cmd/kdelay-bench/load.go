@@ -80,9 +80,18 @@ type recSpec struct {
 	topic     string
 }
 
+// produceStats is what producing a load took.
+type produceStats struct {
+	took time.Duration
+	// ackedAfterDue counts the records with a kdelay-deliver-at whose
+	// produce was acked after it: they were not in Kafka ahead of their due
+	// time.
+	ackedAfterDue int
+}
+
 // produceLoad produces n records built by gen to the broker and returns
 // when all are acked. Values are random bytes of size, keys "k<i>".
-func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *levels.Table, delayTopic string, gen func(i int, now time.Time) recSpec) (time.Duration, error) {
+func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *levels.Table, delayTopic string, gen func(i int, now time.Time) recSpec) (produceStats, error) {
 	start := time.Now()
 	vals := make([]byte, size+4096)
 	rand.Read(vals)
@@ -90,6 +99,7 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 	var (
 		firstErr atomic.Value
 		wg       sync.WaitGroup
+		late     atomic.Int64
 	)
 	for i := 0; i < n; i++ {
 		if ctx.Err() != nil {
@@ -103,12 +113,16 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 			r.Topic, r.Partition = s.topic, s.partition
 			r.Headers = []kgo.RecordHeader{{Key: levels.HeaderTarget, Value: []byte("x")}, {Key: levels.HeaderLevel, Value: []byte("1")}}
 		} else if err := tab.Stamp(r, delayTopic, s.delay, now); err != nil {
-			return 0, err
+			return produceStats{}, err
 		}
+		due := s.delay.At
 		wg.Add(1)
 		b.prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil {
 				firstErr.CompareAndSwap(nil, err)
+			}
+			if !due.IsZero() && time.Now().After(due) {
+				late.Add(1)
 			}
 			bar.Add(1)
 			wg.Done()
@@ -116,10 +130,11 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 	}
 	wg.Wait()
 	bar.Finish()
+	st := produceStats{took: time.Since(start), ackedAfterDue: int(late.Load())}
 	if err, _ := firstErr.Load().(error); err != nil {
-		return 0, fmt.Errorf("produce %s: %w", what, err)
+		return st, fmt.Errorf("produce %s: %w", what, err)
 	}
-	return time.Since(start), ctx.Err()
+	return st, ctx.Err()
 }
 
 // delivery is one record seen on a target topic.

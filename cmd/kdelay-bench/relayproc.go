@@ -89,9 +89,6 @@ func (b *bench) startRelay(ctx context.Context, name string, env relayEnv) (*rel
 	if b.o.wheelSync != "" {
 		full["KDELAY_WHEEL_SYNC"] = b.o.wheelSync
 	}
-	if b.o.delivery != "" {
-		full["KDELAY_DELIVERY"] = b.o.delivery
-	}
 	for k, v := range env {
 		full[k] = v
 	}
