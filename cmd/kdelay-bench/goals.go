@@ -16,6 +16,21 @@ const (
 	unitCount             // 0
 )
 
+// precise formats v with more digits than format, for a miss that format
+// would round to nothing.
+func (u unit) precise(v float64) string {
+	switch u {
+	case unitRatio:
+		return fmt.Sprintf("%.3fx", v)
+	case unitMs:
+		return fmt.Sprintf("%.2fms", v)
+	case unitBytes:
+		return fmt.Sprintf("%.2f MB", v/(1<<20))
+	default:
+		return fmt.Sprintf("%g", v)
+	}
+}
+
 func (u unit) format(v float64) string {
 	switch u {
 	case unitRatio:
@@ -229,7 +244,11 @@ func check(g *goal, subject string, runs []*result) verdict {
 		if !g.atMost {
 			by = -by
 		}
-		notes = append([]string{"by " + g.unit.format(by)}, notes...)
+		byS := "by " + g.unit.format(by)
+		if g.unit.format(by) == g.unit.format(0) {
+			byS = fmt.Sprintf("by %s: %s", g.unit.precise(by), g.unit.precise(v.value))
+		}
+		notes = append([]string{byS}, notes...)
 	}
 	if g.detail != nil && len(runs) == 1 && v.status != notApp {
 		notes = append(notes, g.detail(runs[0]))

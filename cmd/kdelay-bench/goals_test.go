@@ -199,6 +199,16 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// A miss smaller than the printed precision still says by how much.
+func TestEvaluateNarrowMiss(t *testing.T) {
+	r := run1("wheel", atLeastOnce, 100, 1, 1)
+	r.RatioToBaseline = 0.898
+	v := verdictOf(t, evaluate(&results{Results: []*result{r}}), "wheel path", "wheel 100B")
+	if v.status != missed || v.measured() != "0.90x" || v.note != "by 0.002x: 0.898x" {
+		t.Errorf("got %s, %q, note %q", v.status, v.measured(), v.note)
+	}
+}
+
 func TestEvaluateRecoveryAt1M(t *testing.T) {
 	r := &result{Scenario: "recovery", Records: 1_000_000, Delivered: 5000, RelayPeakRSS: 80 << 20, RelayPeakAnon: 50 << 20, RelayPeakFile: 30 << 20,
 		Recovery: &recovery{RSSPending: 60 << 20, RSSAnonPending: 40 << 20, RSSFilePending: 20 << 20, RestartToFirstDeliveryMs: 6200}}
