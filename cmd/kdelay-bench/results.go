@@ -73,11 +73,15 @@ type result struct {
 	// kdelay-due-at (includes the consumer's fetch).
 	ArrivalLateness *dist `json:"arrival_lateness_ms,omitempty"`
 
-	ViaWheel     int   `json:"forwarded_via_wheel"`
-	Direct       int   `json:"forwarded_direct"`
-	Cascaded     int   `json:"cascaded,omitempty"`
-	DeadLettered int   `json:"dead_lettered,omitempty"`
-	PendingAtDue int   `json:"wheel_pending_at_due,omitempty"`
+	ViaWheel     int `json:"forwarded_via_wheel"`
+	Direct       int `json:"forwarded_direct"`
+	Cascaded     int `json:"cascaded,omitempty"`
+	DeadLettered int `json:"dead_lettered,omitempty"`
+	PendingAtDue int `json:"wheel_pending_at_due,omitempty"`
+	// TxnCommitted and TxnAborted are the relay's
+	// kdelay_transactions_total (exactly-once mode) at the end of the run.
+	TxnCommitted int   `json:"transactions_committed,omitempty"`
+	TxnAborted   int   `json:"transactions_aborted,omitempty"`
 	RelayPeakRSS int64 `json:"relay_peak_rss_bytes,omitempty"` // VmHWM
 	// Sampled every 50 ms: anonymous memory (heap, stacks) and file-backed
 	// pages (the wheel's memory-mapped segments).
@@ -364,6 +368,9 @@ func (r *result) summary() string {
 	}
 	if r.RelayPeakRSS > 0 {
 		fmt.Fprintf(&sb, ", relay peak RSS %s", mb(r.RelayPeakRSS))
+	}
+	if r.mode() == exactlyOnce {
+		fmt.Fprintf(&sb, ", transactions %d committed / %d aborted", r.TxnCommitted, r.TxnAborted)
 	}
 	if r.Scenario == "duerate" {
 		fmt.Fprintf(&sb, "\n   load: %s", r.loadLine())
