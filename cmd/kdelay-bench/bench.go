@@ -103,6 +103,9 @@ func newBench(ctx context.Context, o *options) (*bench, error) {
 	if b.fake == nil {
 		b.results.Broker = b.brokers
 	}
+	if o.relayMode == "exec" {
+		b.results.RelayGoEnv = relayGoEnv()
+	}
 	b.results.Command = "go run ./cmd/kdelay-bench " + strings.Join(os.Args[1:], " ")
 	b.results.Revision = revision(ctx)
 	return b, nil

@@ -57,6 +57,7 @@ type goal struct {
 	dueRate   int      // duerate runs at this rate only; 0: any
 	atRecords int      // applies to runs of at least this many records; fewer: n/a
 	whole     bool
+	defaults  bool // holds for the relay with the Go runtime's defaults only (no GOMEMLIMIT from outside)
 	atMost    bool // limit is an upper bound (≤); else a lower bound (≥)
 	limit     float64
 	unit      unit
@@ -79,7 +80,7 @@ var goals = []goal{
 		atMost: true, limit: 50, unit: unitMs, metric: latenessOf(func(d *dist) float64 { return d.P999 })},
 	{issue: 14, what: "lateness p99 at 50k records/s due", scenarios: []string{"duerate"}, dueRate: 50_000,
 		atMost: true, limit: 100, unit: unitMs, metric: latenessOf(func(d *dist) float64 { return d.P99 })},
-	{issue: 14, what: "relay RSS with 1M records pending in the wheel (VmRSS, `kdelay run` defaults)", scenarios: []string{"recovery"}, atRecords: 1_000_000,
+	{issue: 14, what: "relay RSS with 1M records pending in the wheel (VmRSS, `kdelay run` defaults)", scenarios: []string{"recovery"}, atRecords: 1_000_000, defaults: true,
 		atMost: true, limit: 64 << 20, unit: unitBytes,
 		metric: func(r *result) (float64, bool) {
 			if r.Recovery == nil {
@@ -91,7 +92,7 @@ var goals = []goal{
 			rc := r.Recovery
 			return fmt.Sprintf("anon %s + file-backed %s", mb(rc.RSSAnonPending), mb(rc.RSSFilePending))
 		}},
-	{issue: 14, what: "relay peak RSS over the pre-load of 1M records and the restart (VmHWM)", scenarios: []string{"recovery"}, atRecords: 1_000_000,
+	{issue: 14, what: "relay peak RSS over the pre-load of 1M records and the restart (VmHWM)", scenarios: []string{"recovery"}, atRecords: 1_000_000, defaults: true,
 		atMost: true, limit: 64 << 20, unit: unitBytes,
 		metric: func(r *result) (float64, bool) { return float64(r.RelayPeakRSS), r.RelayPeakRSS > 0 },
 		detail: func(r *result) string {
@@ -183,7 +184,11 @@ func evaluate(res *results) []verdict {
 			continue
 		}
 		for _, k := range groups {
-			out = append(out, check(g, k, runs[k]))
+			v := check(g, k, runs[k])
+			if g.defaults && res.RelayGoEnv != "" && v.status != notApp {
+				v.status, v.note = notApp, "the relay ran with "+res.RelayGoEnv+"; the goal is for the defaults"
+			}
+			out = append(out, v)
 		}
 	}
 	return out
@@ -257,6 +262,32 @@ func check(g *goal, subject string, runs []*result) verdict {
 	return v
 }
 
+// tally counts the verdicts: "2 MISSED, 5 met, 4 not run or n/a".
+func tally(vs []verdict) string {
+	var nMissed, nMet int
+	for _, v := range vs {
+		switch v.status {
+		case missed:
+			nMissed++
+		case met:
+			nMet++
+		}
+	}
+	return fmt.Sprintf("%d MISSED, %d met, %d not run or n/a", nMissed, nMet, len(vs)-nMissed-nMet)
+}
+
+// missedLines is one line per missed goal, for the end of the terminal
+// output.
+func missedLines(vs []verdict) []string {
+	var out []string
+	for _, v := range vs {
+		if v.status == missed {
+			out = append(out, fmt.Sprintf("MISSED %s: %s, goal %s (issue %d; %s)", v.subject, v.measured(), v.goal, v.goal.issue, v.note))
+		}
+	}
+	return out
+}
+
 // measured is the verdict's figure with its spread: the median, then every
 // run's value in run order and their range ("0.86x (0.77x, 0.86x, 0.93x;
 // range 0.77x–0.93x)"); one run: its value alone.
@@ -293,13 +324,7 @@ func spread(vals []float64, f func(float64) string) string {
 // missed ones in bold capitals.
 func goalsMarkdown(vs []verdict) string {
 	var sb strings.Builder
-	nMissed := 0
-	for _, v := range vs {
-		if v.status == missed {
-			nMissed++
-		}
-	}
-	fmt.Fprintf(&sb, "### Goals: %d missed of %d checked\n\n", nMissed, len(vs))
+	fmt.Fprintf(&sb, "### Goals: %s\n\n", tally(vs))
 	fmt.Fprintf(&sb, "| goal | source | runs | measured (median; each run; range) | verdict |\n")
 	fmt.Fprintf(&sb, "|---|---|---|---|---|\n")
 	for _, v := range vs {

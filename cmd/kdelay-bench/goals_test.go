@@ -190,11 +190,14 @@ func TestEvaluate(t *testing.T) {
 			t.Errorf("level goal checked on %s", v.subject)
 		}
 	}
+	if got := missedLines(vs); len(got) != 4 || !strings.HasPrefix(got[0], "MISSED level 1KB: 0.80x (") {
+		t.Errorf("missed lines: %q", got)
+	}
 	md := goalsMarkdown(vs)
 	if !strings.Contains(md, "| level path / baseline pipe (throughput, median of same-round ratios) ≥ 0.90x | issue 14 | level 1KB | 0.80x (0.70x, 0.95x, 0.80x; range 0.70x–0.95x) | **MISSED** (by 0.10x) |") {
 		t.Errorf("goals table lacks the missed level 1KB row:\n%s", md)
 	}
-	if !strings.HasPrefix(md, "### Goals: 4 missed of ") {
+	if !strings.HasPrefix(md, "### Goals: 4 MISSED, 3 met, 6 not run or n/a\n") {
 		t.Errorf("goals table header: %q", strings.SplitN(md, "\n", 2)[0])
 	}
 }
@@ -222,6 +225,26 @@ func TestEvaluateRecoveryAt1M(t *testing.T) {
 		if v.status != tc.status || v.measured() != tc.measured || v.note != tc.note {
 			t.Errorf("%s: got %s, %q, note %q; want %s, %q, note %q", tc.what, v.status, v.measured(), v.note, tc.status, tc.measured, tc.note)
 		}
+	}
+}
+
+// With GOMEMLIMIT (or GOGC...) passed to the relay from outside, the RSS
+// goals, set for the defaults, are n/a; the others still hold.
+func TestEvaluateRelayGoEnv(t *testing.T) {
+	r := &result{Scenario: "recovery", Records: 1_000_000, Delivered: 5000, RelayPeakRSS: 60 << 20,
+		Recovery: &recovery{RSSPending: 50 << 20, RestartToFirstDeliveryMs: 300}}
+	vs := evaluate(&results{RelayGoEnv: "GOMEMLIMIT=48MiB", Results: []*result{r}})
+	for _, tc := range []struct{ what, status string }{
+		{"relay RSS with 1M", notApp},
+		{"relay peak RSS", notApp},
+		{"restart with 1M", met},
+	} {
+		if v := verdictOf(t, vs, tc.what, "recovery"); v.status != tc.status {
+			t.Errorf("%s: got %s (%s), want %s", tc.what, v.status, v.note, tc.status)
+		}
+	}
+	if got := missedLines(vs); len(got) != 0 {
+		t.Errorf("missed lines: %q", got)
 	}
 }
 

@@ -293,6 +293,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprint(stdout, markdown(res))
 		fmt.Fprintf(stdout, "\nwritten: %s/results.json, %s/results.md, %s/lateness-cdf.svg\n", o.out, o.out, o.out)
+		vs := evaluate(res)
+		fmt.Fprintf(stdout, "\ngoals: %s\n", tally(vs))
+		if lines := missedLines(vs); len(lines) > 0 {
+			fmt.Fprintln(stdout, strings.Join(lines, "\n"))
+		}
 	}
 	return err
 }

@@ -15,12 +15,16 @@ import (
 
 // results is everything one run measured.
 type results struct {
-	Command    string            `json:"command"`
-	Revision   string            `json:"revision"`
-	Started    time.Time         `json:"started"`
-	Finished   time.Time         `json:"finished"`
-	Broker     string            `json:"broker"`
-	Relay      string            `json:"relay"` // exec | inproc
+	Command  string    `json:"command"`
+	Revision string    `json:"revision"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Broker   string    `json:"broker"`
+	Relay    string    `json:"relay"` // exec | inproc
+	// RelayGoEnv lists the Go runtime variables (GOMEMLIMIT, GOGC,
+	// GODEBUG, GOMAXPROCS) the relay inherited from the bench's
+	// environment; empty: the runtime's defaults.
+	RelayGoEnv string            `json:"relay_go_env,omitempty"`
 	Machine    map[string]string `json:"machine"`
 	LoadBefore string            `json:"loadavg_before"`
 	LoadAfter  string            `json:"loadavg_after"`
@@ -435,8 +439,12 @@ func rssCell(r *result) string {
 func markdown(res *results) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "## kdelay-bench %s\n\n", res.Started.Format(time.RFC3339))
-	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s; %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
-		res.Revision, res.Broker, res.Relay, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
+	goEnv := "Go runtime defaults"
+	if res.RelayGoEnv != "" {
+		goEnv = res.RelayGoEnv
+	}
+	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s (%s); %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
+		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
 	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay peak RSS (anon + file) |\n")
