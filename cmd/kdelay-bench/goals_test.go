@@ -25,6 +25,8 @@ func TestParseOptionsLists(t *testing.T) {
 		{args: []string{"--due-rate", "10000,0"}, errSubstr: "invalid --due-rate"},
 		{args: []string{"--due-rate", "10k"}, errSubstr: "invalid --due-rate"},
 		{args: []string{"--size", "100,"}, errSubstr: "invalid --size"},
+		{args: []string{"--due-load", "burst"}, errSubstr: "invalid --due-load"},
+		{args: []string{"--due-delay", "0s"}, errSubstr: "invalid --due-delay"},
 	} {
 		o, err := parseOptions(tc.args, io.Discard, io.Discard)
 		if tc.errSubstr != "" {
@@ -36,6 +38,9 @@ func TestParseOptionsLists(t *testing.T) {
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
+		}
+		if o.dueLoad != "preload" {
+			t.Errorf("%q: --due-load %q, want preload by default", tc.args, o.dueLoad)
 		}
 		if !slices.Equal(o.deliveries, tc.modes) || !slices.Equal(o.dueRates, tc.rates) {
 			t.Errorf("%q: got modes %q rates %v, want %q %v", tc.args, o.deliveries, o.dueRates, tc.modes, tc.rates)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,9 @@ type recSpec struct {
 	plain     bool
 	partition int32
 	topic     string
+	// sendAt: produce the record no earlier than this (a paced load);
+	// zero: at once.
+	sendAt time.Time
 }
 
 // produceStats is what producing a load took.
@@ -85,8 +89,10 @@ type produceStats struct {
 	took time.Duration
 	// ackedAfterDue counts the records with a kdelay-deliver-at whose
 	// produce was acked after it: they were not in Kafka ahead of their due
-	// time.
+	// time. minAhead is the least time from an ack to the record's due time
+	// (negative: after it).
 	ackedAfterDue int
+	minAhead      time.Duration
 }
 
 // produceLoad produces n records built by gen to the broker and returns
@@ -100,6 +106,8 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 		firstErr atomic.Value
 		wg       sync.WaitGroup
 		late     atomic.Int64
+		mu       sync.Mutex
+		minAhead = time.Duration(math.MaxInt64)
 	)
 	for i := 0; i < n; i++ {
 		if ctx.Err() != nil {
@@ -107,6 +115,10 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 		}
 		now := time.Now()
 		s := gen(i, now)
+		if d := s.sendAt.Sub(now); d > time.Millisecond {
+			time.Sleep(d) // pacing: a schedule, not a condition
+			now = time.Now()
+		}
 		off := i % 4096
 		r := &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: vals[off : off+size : off+size], Timestamp: s.ts}
 		if s.plain {
@@ -121,8 +133,14 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 			if err != nil {
 				firstErr.CompareAndSwap(nil, err)
 			}
-			if !due.IsZero() && time.Now().After(due) {
-				late.Add(1)
+			if !due.IsZero() {
+				ahead := time.Until(due)
+				if ahead < 0 {
+					late.Add(1)
+				}
+				mu.Lock()
+				minAhead = min(minAhead, ahead)
+				mu.Unlock()
 			}
 			bar.Add(1)
 			wg.Done()
@@ -131,6 +149,9 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 	wg.Wait()
 	bar.Finish()
 	st := produceStats{took: time.Since(start), ackedAfterDue: int(late.Load())}
+	if minAhead != time.Duration(math.MaxInt64) {
+		st.minAhead = minAhead
+	}
 	if err, _ := firstErr.Load().(error); err != nil {
 		return st, fmt.Errorf("produce %s: %w", what, err)
 	}

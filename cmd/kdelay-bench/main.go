@@ -10,7 +10,9 @@
 //   - wheel: kdelay's wheel path, a burst of records with arbitrary delays
 //     (kdelay-deliver-at) that wait in the wheel and come due together;
 //   - duerate: lateness while records come due at a steady rate (10k/s
-//     and 50k/s by default, --due-rate);
+//     and 50k/s by default, --due-rate), all produced before the first is
+//     due (--due-load preload, the default), or each produced --due-delay
+//     before its due time, at that rate (--due-load paced);
 //   - shape: the load shapes of DESIGN.md §8 (half the records spread over
 //     20 s, half due within one second);
 //   - recovery: restart of the relay with 1M records pending in the wheel:
@@ -93,7 +95,9 @@ type options struct {
 	recoveryLead    time.Duration
 	dueRates        []int
 	dueSeconds      int
-	shapeRecords    map[int]int // size -> records of the §8 shape
+	dueLoad         string        // paced | preload
+	dueDelay        time.Duration // paced: each record's delay
+	shapeRecords    map[int]int   // size -> records of the §8 shape
 	shapeSpread     time.Duration
 	margin          time.Duration // extra lead before the first due time
 	watch           time.Duration // how long deliveries are watched after the restart
@@ -129,6 +133,8 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.recoveryLead, "recovery-lead", 0, "time from the start of the recovery pre-load to the first due time; default 30s + records/8000 s")
 	fs.StringVar(&dueRates, "due-rate", "10000,50000", "records coming due per second in the duerate scenario, comma list: one run per rate (quick: 1000)")
 	fs.IntVar(&o.dueSeconds, "due-seconds", 20, "seconds of the duerate scenario")
+	fs.StringVar(&o.dueLoad, "due-load", "preload", "duerate load: preload (every record produced before the first due time, as fast as the broker takes them; the figures of docs/benchmarks.md) or paced (each record produced --due-delay before its due time, at the due rate: a steady state)")
+	fs.DurationVar(&o.dueDelay, "due-delay", 12*time.Second, "paced duerate load: each record's delay (12s: read at level 10s, then 2s in the wheel)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
 	isTerm := false
 	if f, ok := stderr.(*os.File); ok {
@@ -170,6 +176,12 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 		}
 		o.scenarios[s] = true
 	}
+	if o.dueLoad != "paced" && o.dueLoad != "preload" {
+		return nil, fmt.Errorf("invalid --due-load %q: paced or preload", o.dueLoad)
+	}
+	if o.dueDelay <= 0 {
+		return nil, fmt.Errorf("invalid --due-delay %s", o.dueDelay)
+	}
 	if o.relayMode != "exec" && o.relayMode != "inproc" {
 		return nil, fmt.Errorf("invalid --relay %q: exec or inproc", o.relayMode)
 	}
@@ -203,6 +215,9 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 		}
 		if !set("due-seconds") {
 			o.dueSeconds = 3
+		}
+		if !set("due-delay") {
+			o.dueDelay = 2 * time.Second
 		}
 		if !set("size") {
 			o.sizes = []int{100}

@@ -67,6 +67,11 @@ type result struct {
 	// time minus the end of the produce (negative: the load was still being
 	// produced when records came due); AckedAfterDue counts records whose
 	// produce was acked after their own due time (kdelay-deliver-at loads).
+	// DueLoad is the duerate load: paced or preload (older results:
+	// preload). MinAheadMs is the least time from a record's produce ack to
+	// its due time.
+	DueLoad       string  `json:"due_load,omitempty"`
+	MinAheadMs    float64 `json:"min_ack_ahead_of_due_ms,omitempty"`
 	ProduceRate   float64 `json:"produce_rate_per_s,omitempty"`
 	LeadMs        float64 `json:"lead_ms,omitempty"`
 	AckedAfterDue int     `json:"acked_after_due,omitempty"`
@@ -403,16 +408,24 @@ func (r *result) loadLine() string {
 	if r.DueRate > 0 {
 		secs = float64(r.Records) / float64(r.DueRate)
 	}
-	when := fmt.Sprintf("done %s before the first due time", ms(r.LeadMs))
-	if r.LeadMs < 0 {
-		when = fmt.Sprintf("still producing %s after the first due time", ms(-r.LeadMs))
+	how := "paced"
+	when := fmt.Sprintf("each acked at least %s before its due time", ms(r.MinAheadMs))
+	if r.MinAheadMs < 0 {
+		when = fmt.Sprintf("the latest acked %s after its due time", ms(-r.MinAheadMs))
+	}
+	if r.DueLoad != "paced" {
+		how = "preload"
+		when = fmt.Sprintf("done %s before the first due time", ms(r.LeadMs))
+		if r.LeadMs < 0 {
+			when = fmt.Sprintf("still producing %s after the first due time", ms(-r.LeadMs))
+		}
 	}
 	achieved := "-"
 	if secs > 0 {
 		achieved = rateName(int(math.Round(float64(r.Records-r.AckedAfterDue) / secs)))
 	}
-	return fmt.Sprintf("%d records produced in %.1f s (%.0f/s), %s; %d acked after their due time: due rate achieved %s of %s",
-		r.Records, r.ProduceSeconds, r.ProduceRate, when, r.AckedAfterDue, achieved, rateName(r.DueRate))
+	return fmt.Sprintf("%s: %d records produced in %.1f s (%.0f/s), %s; %d acked after their due time: due rate achieved %s of %s",
+		how, r.Records, r.ProduceSeconds, r.ProduceRate, when, r.AckedAfterDue, achieved, rateName(r.DueRate))
 }
 
 func ms(v float64) string {
@@ -504,7 +517,7 @@ func markdown(res *results) string {
 		}
 	}
 	if len(loads) > 0 {
-		fmt.Fprintf(&sb, "\nDue-rate loads (all records are produced before the first due time):\n\n%s\n", strings.Join(loads, "\n"))
+		fmt.Fprintf(&sb, "\nDue-rate loads (paced: each record produced --due-delay before its due time, at the due rate; preload: all produced before the first due time):\n\n%s\n", strings.Join(loads, "\n"))
 	}
 	for _, r := range res.Results {
 		if r.Scenario == "shape" && r.BurstRecords > 0 {
