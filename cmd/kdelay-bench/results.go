@@ -559,6 +559,9 @@ func mergeResults(files []string) (*results, error) {
 		if r.Revision != out.Revision {
 			out.Revision += ", " + r.Revision
 		}
+		if r.RelayGoEnv != "" && !strings.Contains(out.RelayGoEnv, r.RelayGoEnv) {
+			out.RelayGoEnv = strings.TrimSpace(out.RelayGoEnv + " " + r.RelayGoEnv)
+		}
 		out.Results = append(out.Results, r.Results...)
 	}
 	if out == nil {
