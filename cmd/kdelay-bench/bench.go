@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,13 +47,13 @@ type bench struct {
 
 	kdelayBin string
 	results   *results
-	// produce times of the baseline, by size: the lead of the bursts.
-	prodTime map[int]time.Duration
-	baseRate map[int]float64
+	// produce rates of the baseline (records/s), by size: the lead of the
+	// loads produced ahead of their due times.
+	prodRate map[int]float64
 }
 
 func newBench(ctx context.Context, o *options) (*bench, error) {
-	b := &bench{o: o, prodTime: make(map[int]time.Duration), baseRate: make(map[int]float64)}
+	b := &bench{o: o, prodRate: make(map[int]float64)}
 	b.runID = strconv.FormatInt(time.Now().Unix()%1_000_000, 36)
 	if o.brokers == "" {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation())
@@ -102,6 +103,9 @@ func newBench(ctx context.Context, o *options) (*bench, error) {
 	if b.fake == nil {
 		b.results.Broker = b.brokers
 	}
+	if o.relayMode == "exec" {
+		b.results.RelayGoEnv = relayGoEnv()
+	}
 	b.results.Command = "go run ./cmd/kdelay-bench " + strings.Join(os.Args[1:], " ")
 	b.results.Revision = revision(ctx)
 	return b, nil
@@ -122,56 +126,85 @@ func (b *bench) close() {
 	}
 }
 
+// runAll runs the scenarios. Each --repeat round runs, per size, the
+// baseline then level and wheel in every delivery mode, then duerate at
+// every rate in every mode; the mode order alternates from round to round
+// so that a drift within a round does not always favour the same mode.
+// Shape and recovery run once, after the rounds, in the first mode.
 func (b *bench) runAll(ctx context.Context) (*results, error) {
 	res := b.results
 	res.LoadBefore = loadAvg()
-	step := func(name string, fn func() (*result, error)) error {
+	var errs []error
+	step := func(name string, fn func() (*result, error)) {
 		if !b.o.scenarios[name] || ctx.Err() != nil {
-			return nil
+			return
 		}
 		t0 := time.Now()
 		r, err := fn()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+			errs = append(errs, err)
+		}
 		if r != nil {
 			r.WallSeconds = time.Since(t0).Seconds()
-			res.Results = append(res.Results, r)
-			fmt.Fprintf(b.o.stderr, "%s\n", r.summary())
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		return nil
-	}
-	var errs []error
-	for rep := range b.o.repeat {
-		for _, size := range b.o.sizes {
-			for _, sc := range []string{"baseline", "level", "wheel"} {
-				if err := step(sc, func() (*result, error) { return b.throughput(ctx, sc, size, rep) }); err != nil {
-					errs = append(errs, err)
-					fmt.Fprintln(b.o.stderr, "error:", err)
-				}
+			if err != nil {
+				r.Err = err.Error()
 			}
-		}
-	}
-	if err := step("duerate", func() (*result, error) { return b.dueRate(ctx) }); err != nil {
-		errs = append(errs, err)
-		fmt.Fprintln(b.o.stderr, "error:", err)
-	}
-	for _, size := range b.o.sizes {
-		if err := step("shape", func() (*result, error) { return b.shape(ctx, size) }); err != nil {
-			errs = append(errs, err)
+			res.Results = append(res.Results, r)
+			pairRatios(res.Results)
+			fmt.Fprintf(b.o.stderr, "%s\n", r.summary())
+		} else if err != nil {
 			fmt.Fprintln(b.o.stderr, "error:", err)
 		}
 	}
-	if err := step("recovery", func() (*result, error) { return b.recovery(ctx) }); err != nil {
-		errs = append(errs, err)
-		fmt.Fprintln(b.o.stderr, "error:", err)
+	for rep := range b.o.repeat {
+		modes := roundModes(b.o.deliveries, rep)
+		for _, size := range b.o.sizes {
+			step("baseline", func() (*result, error) { return b.throughput(ctx, "baseline", atLeastOnce, size, rep) })
+			for _, mode := range modes {
+				for _, sc := range []string{"level", "wheel"} {
+					step(sc, func() (*result, error) { return b.throughput(ctx, sc, mode, size, rep) })
+				}
+			}
+		}
+		for _, rate := range b.o.dueRates {
+			for _, mode := range modes {
+				step("duerate", func() (*result, error) { return b.dueRate(ctx, rate, mode, rep) })
+			}
+		}
 	}
+	first := b.o.deliveries[0]
+	for _, size := range b.o.sizes {
+		step("shape", func() (*result, error) { return b.shape(ctx, size, first) })
+	}
+	step("recovery", func() (*result, error) { return b.recovery(ctx, first) })
 	res.LoadAfter = loadAvg()
 	res.Finished = time.Now().UTC()
 	if len(errs) > 0 {
 		return res, fmt.Errorf("%d scenario(s) failed: %v", len(errs), errs)
 	}
 	return res, nil
+}
+
+// roundModes is the order of the delivery modes in round rep (from 0):
+// as given in even rounds, reversed in odd ones.
+func roundModes(modes []string, rep int) []string {
+	out := slices.Clone(modes)
+	if rep%2 == 1 {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// runTag names one run: scenario, size or rate, mode (eos), round (from 2).
+func runTag(base, mode string, rep int) string {
+	if mode == exactlyOnce {
+		base += "-eos"
+	}
+	if rep > 0 {
+		base += fmt.Sprintf("-r%d", rep+1)
+	}
+	return base
 }
 
 // names are the topics and group of one scenario run.
@@ -182,8 +215,11 @@ func (b *bench) names(tag string) names {
 	return names{delay: p + "-delay", dlq: p + "-delay.dlq", target: p + "-target", group: p, data: filepath.Join(b.tmp, tag)}
 }
 
-func (b *bench) env(n names, spec string) relayEnv {
-	return relayEnv{
+// env is the relay's configuration for a run in delivery mode mode; in
+// exactly-once mode its transactional ID is derived from the group, so it
+// is unique per run and stable across the recovery scenario's restart.
+func (b *bench) env(n names, spec, mode string) relayEnv {
+	e := relayEnv{
 		"KDELAY_TOPIC":                n.delay,
 		"KDELAY_DLQ_TOPIC":            n.dlq,
 		"KDELAY_GROUP":                n.group,
@@ -191,7 +227,12 @@ func (b *bench) env(n names, spec string) relayEnv {
 		"KDELAY_PARTITIONS_PER_LEVEL": strconv.Itoa(b.o.partitions),
 		"KDELAY_DATA_DIR":             n.data,
 		"KDELAY_CLIENT_ID":            "kdelay-bench-" + n.group,
+		"KDELAY_DELIVERY":             mode,
 	}
+	if mode == exactlyOnce {
+		e["KDELAY_TRANSACTIONAL_ID"] = "kdelay-bench-" + n.group
+	}
+	return e
 }
 
 func (b *bench) table(spec string) *levels.Table {
@@ -202,11 +243,12 @@ func (b *bench) table(spec string) *levels.Table {
 	return t
 }
 
-// lead is how long producing n records of size takes, with a margin: the
-// baseline's measured produce time if it ran, else a conservative guess.
+// lead is how long producing n records of size takes, with a margin: at
+// the baseline's measured produce rate if it ran (plus half), else at a
+// conservative guess.
 func (b *bench) lead(n, size int) time.Duration {
-	if d, ok := b.prodTime[size]; ok {
-		return d*3/2 + time.Second
+	if rate, ok := b.prodRate[size]; ok && rate > 0 {
+		return time.Duration(float64(n)/rate*1.5*float64(time.Second)) + time.Second
 	}
 	rate := 25_000.0
 	if size > 512 {
@@ -215,24 +257,23 @@ func (b *bench) lead(n, size int) time.Duration {
 	return time.Duration(float64(n)/rate*float64(time.Second)) + b.o.margin
 }
 
-// throughput runs one of baseline, level and wheel with records of size.
-func (b *bench) throughput(ctx context.Context, scenario string, size, rep int) (*result, error) {
+// throughput runs one of baseline, level and wheel with records of size,
+// the relay in delivery mode mode, in round rep (from 0).
+func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep int) (*result, error) {
 	n := b.o.records
-	tag := fmt.Sprintf("%s-%d", scenario, size)
-	if rep > 0 {
-		tag += fmt.Sprintf("-r%d", rep+1)
-	}
+	tag := runTag(fmt.Sprintf("%s-%d", scenario, size), mode, rep)
 	nm := b.names(tag)
 	r := &result{Scenario: scenario, Size: size, Records: n, Partitions: b.o.partitions, Rep: rep + 1}
 	if scenario == "baseline" {
-		return b.baseline(ctx, r, nm)
+		return b.baseline(ctx, r, nm, tag)
 	}
+	r.Delivery = mode
 	r.Levels = burstLevels
 	tab := b.table(burstLevels)
 	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
-	rp, err := b.startRelay(ctx, tag, b.env(nm, burstLevels))
+	rp, err := b.startRelay(ctx, tag, b.env(nm, burstLevels, mode))
 	if err != nil {
 		return r, err
 	}
@@ -265,10 +306,11 @@ func (b *bench) throughput(ctx context.Context, scenario string, size, rep int) 
 		}
 		r.Notes = append(r.Notes, "records timestamped at produce time, kdelay-deliver-at = one common due time: read at level 1, they wait in the wheel")
 	}
-	took, err := b.produceLoad(ctx, tag, n, size, tab, nm.delay, gen)
+	ps, err := b.produceLoad(ctx, tag, n, size, tab, nm.delay, gen)
 	if err != nil {
 		return r, err
 	}
+	took := ps.took
 	r.ProduceSeconds = took.Seconds()
 	if produced := start.Add(took); !produced.Before(due) {
 		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: producing ended %s after the due time: not a clean burst", produced.Sub(due).Round(time.Millisecond)))
@@ -290,9 +332,6 @@ func (b *bench) throughput(ctx context.Context, scenario string, size, rep int) 
 	b.relayStats(r, rp)
 	recs, dups, bad := col.finish(500 * time.Millisecond)
 	r.fill(recs, dups, bad)
-	if base := b.baseRate[size]; base > 0 {
-		r.RatioToBaseline = r.DrainRate / base
-	}
 	return r, werr
 }
 
@@ -316,6 +355,11 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		r.DeadLettered = int(m["kdelay_records_dead_lettered_total"])
 		r.Cascaded = int(m["kdelay_records_cascaded_total"])
 		r.RelayHeapInuse = int64(m["go_memstats_heap_inuse_bytes"])
+		r.TxnCommitted = int(m[`kdelay_transactions_total{outcome="committed"}`])
+		r.TxnAborted = int(m[`kdelay_transactions_total{outcome="aborted"}`])
+		if r.mode() == exactlyOnce && r.TxnCommitted == 0 {
+			r.Notes = append(r.Notes, "WARNING: exactly-once mode, but the relay committed no transaction")
+		}
 		break
 	}
 	r.RelayPeakRSS = rp.peakRSS()
@@ -326,24 +370,21 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 // baseline pre-produces n records to a source topic, then pipes them to
 // the target with the relay's batching: PollRecords(4096), produce all with
 // acks=all (idempotent), wait, CommitOffsetsSync.
-func (b *bench) baseline(ctx context.Context, r *result, nm names) (*result, error) {
+func (b *bench) baseline(ctx context.Context, r *result, nm names, tag string) (*result, error) {
 	k := b.o.partitions
 	src := nm.delay // the source topic
 	if err := b.createTopics(ctx, map[string]int{src: k, nm.target: k}, nm.target); err != nil {
 		return r, err
 	}
-	tag := fmt.Sprintf("baseline-%d", r.Size)
-	if r.Rep > 1 {
-		tag += fmt.Sprintf("-r%d", r.Rep)
-	}
-	took, err := b.produceLoad(ctx, tag, r.Records, r.Size, nil, "", func(i int, _ time.Time) recSpec {
+	ps, err := b.produceLoad(ctx, tag, r.Records, r.Size, nil, "", func(i int, _ time.Time) recSpec {
 		return recSpec{plain: true, topic: src, partition: int32(i % k)}
 	})
 	if err != nil {
 		return r, err
 	}
-	b.prodTime[r.Size] = took
-	r.ProduceSeconds = took.Seconds()
+	r.ProduceSeconds = ps.took.Seconds()
+	r.ProduceRate = float64(r.Records) / ps.took.Seconds()
+	b.prodRate[r.Size] = r.ProduceRate
 	r.Notes = append(r.Notes, "plain franz-go pipe: PollRecords(4096) -> produce acks=all idempotent -> wait -> CommitOffsetsSync")
 	col, err := b.newCollector(ctx, nm.target, r.Records, "deliver "+tag)
 	if err != nil {
@@ -362,7 +403,6 @@ func (b *bench) baseline(ctx context.Context, r *result, nm names) (*result, err
 	wg.Wait()
 	recs, dups, bad := col.finish(200 * time.Millisecond)
 	r.fill(recs, dups, bad)
-	b.baseRate[r.Size] = r.DrainRate
 	if werr == nil && perr != nil && ctx.Err() == nil {
 		werr = perr
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -78,11 +79,25 @@ type recSpec struct {
 	plain     bool
 	partition int32
 	topic     string
+	// sendAt: produce the record no earlier than this (a paced load);
+	// zero: at once.
+	sendAt time.Time
+}
+
+// produceStats is what producing a load took.
+type produceStats struct {
+	took time.Duration
+	// ackedAfterDue counts the records with a kdelay-deliver-at whose
+	// produce was acked after it: they were not in Kafka ahead of their due
+	// time. minAhead is the least time from an ack to the record's due time
+	// (negative: after it).
+	ackedAfterDue int
+	minAhead      time.Duration
 }
 
 // produceLoad produces n records built by gen to the broker and returns
 // when all are acked. Values are random bytes of size, keys "k<i>".
-func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *levels.Table, delayTopic string, gen func(i int, now time.Time) recSpec) (time.Duration, error) {
+func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *levels.Table, delayTopic string, gen func(i int, now time.Time) recSpec) (produceStats, error) {
 	start := time.Now()
 	vals := make([]byte, size+4096)
 	rand.Read(vals)
@@ -90,6 +105,9 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 	var (
 		firstErr atomic.Value
 		wg       sync.WaitGroup
+		late     atomic.Int64
+		mu       sync.Mutex
+		minAhead = time.Duration(math.MaxInt64)
 	)
 	for i := 0; i < n; i++ {
 		if ctx.Err() != nil {
@@ -97,18 +115,32 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 		}
 		now := time.Now()
 		s := gen(i, now)
+		if d := s.sendAt.Sub(now); d > time.Millisecond {
+			time.Sleep(d) // pacing: a schedule, not a condition
+			now = time.Now()
+		}
 		off := i % 4096
 		r := &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: vals[off : off+size : off+size], Timestamp: s.ts}
 		if s.plain {
 			r.Topic, r.Partition = s.topic, s.partition
 			r.Headers = []kgo.RecordHeader{{Key: levels.HeaderTarget, Value: []byte("x")}, {Key: levels.HeaderLevel, Value: []byte("1")}}
 		} else if err := tab.Stamp(r, delayTopic, s.delay, now); err != nil {
-			return 0, err
+			return produceStats{}, err
 		}
+		due := s.delay.At
 		wg.Add(1)
 		b.prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil {
 				firstErr.CompareAndSwap(nil, err)
+			}
+			if !due.IsZero() {
+				ahead := time.Until(due)
+				if ahead < 0 {
+					late.Add(1)
+				}
+				mu.Lock()
+				minAhead = min(minAhead, ahead)
+				mu.Unlock()
 			}
 			bar.Add(1)
 			wg.Done()
@@ -116,10 +148,14 @@ func (b *bench) produceLoad(ctx context.Context, what string, n, size int, tab *
 	}
 	wg.Wait()
 	bar.Finish()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return 0, fmt.Errorf("produce %s: %w", what, err)
+	st := produceStats{took: time.Since(start), ackedAfterDue: int(late.Load())}
+	if minAhead != time.Duration(math.MaxInt64) {
+		st.minAhead = minAhead
 	}
-	return time.Since(start), ctx.Err()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return st, fmt.Errorf("produce %s: %w", what, err)
+	}
+	return st, ctx.Err()
 }
 
 // delivery is one record seen on a target topic.

@@ -9,7 +9,10 @@
 //     together at a level's own delay (kdelay-level 1);
 //   - wheel: kdelay's wheel path, a burst of records with arbitrary delays
 //     (kdelay-deliver-at) that wait in the wheel and come due together;
-//   - duerate: lateness while records come due at a steady rate (10k/s);
+//   - duerate: lateness while records come due at a steady rate (10k/s
+//     and 50k/s by default, --due-rate), all produced before the first is
+//     due (--due-load preload, the default), or each produced --due-delay
+//     before its due time, at that rate (--due-load paced);
 //   - shape: the load shapes of DESIGN.md §8 (half the records spread over
 //     20 s, half due within one second);
 //   - recovery: restart of the relay with 1M records pending in the wheel:
@@ -24,6 +27,20 @@
 // the timestamp is the broker's append time: the moment the record was
 // delivered, not when the bench happened to read it.
 //
+// --delivery takes a list of the relay's delivery modes (at-least-once,
+// exactly-once): the level, wheel and duerate scenarios then run in each
+// mode, interleaved in every --repeat round (the mode order alternates
+// from round to round), and every exactly-once run is compared with the
+// at-least-once run of the same path, size and round. Shape and recovery
+// run in the first mode only. The collectors always read read_committed.
+//
+// Every figure that has a goal (the goals table in goals.go, each with the
+// issue that set it) is printed next to it, missed ones marked MISSED, at
+// the head of the summary on stdout and of results.md. With --repeat N a
+// goal is checked on the median of the N runs, and each run's value and
+// their range are printed too; throughput ratios are taken per round (each
+// run against the baseline, or the at-least-once run, of its own round).
+//
 // Results go to --out (default bench-out/): results.json, results.md and
 // lateness-cdf.svg. See docs/benchmarks.md.
 package main
@@ -37,12 +54,15 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/kdelay/kdelay/relay"
 )
 
 func main() {
@@ -73,9 +93,11 @@ type options struct {
 	recoveryRecords int
 	repeat          int
 	recoveryLead    time.Duration
-	dueRate         int
+	dueRates        []int
 	dueSeconds      int
-	shapeRecords    map[int]int // size -> records of the §8 shape
+	dueLoad         string        // paced | preload
+	dueDelay        time.Duration // paced: each record's delay
+	shapeRecords    map[int]int   // size -> records of the §8 shape
 	shapeSpread     time.Duration
 	margin          time.Duration // extra lead before the first due time
 	watch           time.Duration // how long deliveries are watched after the restart
@@ -83,7 +105,7 @@ type options struct {
 	memProfile      string
 	progress        bool
 	wheelSync       string
-	delivery        string
+	deliveries      []string // relay delivery modes, in the order of the first round
 	replot          string
 	stderr          io.Writer
 	stdout          io.Writer
@@ -95,7 +117,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kdelay-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{stdout: stdout, stderr: stderr}
-	var sizes, scen string
+	var sizes, scen, dueRates, deliveries string
 	fs.StringVar(&o.brokers, "brokers", "", "seed brokers (comma list); default: an in-process kfake cluster (quick runs only: publish real-broker figures)")
 	fs.IntVar(&o.records, "records", 200_000, "records per throughput run (baseline, level, wheel)")
 	fs.StringVar(&sizes, "size", "100,1024", "record value sizes in bytes, comma list")
@@ -106,11 +128,13 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.kdelayBin, "kdelay", "", "prebuilt kdelay binary for --relay exec; default: go build ./cmd/kdelay into a temporary directory")
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions per level (KDELAY_PARTITIONS_PER_LEVEL), of the baseline source topic and of the target topics")
 	fs.IntVar(&o.maxBatch, "batch", 4096, "records per poll of the baseline pipe (the relay's MaxBatch is 4096)")
-	fs.IntVar(&o.repeat, "repeat", 1, "run baseline, level and wheel this many times, interleaved; the summary takes medians")
+	fs.IntVar(&o.repeat, "repeat", 1, "run baseline, level, wheel and duerate this many times, interleaved; goals are checked on medians, each run's value and the range are printed")
 	fs.IntVar(&o.recoveryRecords, "recovery-records", 1_000_000, "records pending in the wheel at the restart")
 	fs.DurationVar(&o.recoveryLead, "recovery-lead", 0, "time from the start of the recovery pre-load to the first due time; default 30s + records/8000 s")
-	fs.IntVar(&o.dueRate, "due-rate", 10_000, "records coming due per second in the duerate scenario")
+	fs.StringVar(&dueRates, "due-rate", "10000,50000", "records coming due per second in the duerate scenario, comma list: one run per rate (quick: 1000)")
 	fs.IntVar(&o.dueSeconds, "due-seconds", 20, "seconds of the duerate scenario")
+	fs.StringVar(&o.dueLoad, "due-load", "preload", "duerate load: preload (every record produced before the first due time, as fast as the broker takes them; the figures of docs/benchmarks.md) or paced (each record produced --due-delay before its due time, at the due rate: a steady state)")
+	fs.DurationVar(&o.dueDelay, "due-delay", 12*time.Second, "paced duerate load: each record's delay (12s: read at level 10s, then 2s in the wheel)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
 	isTerm := false
 	if f, ok := stderr.(*os.File); ok {
@@ -120,19 +144,22 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.progress, "progress", isTerm, "progress bars on stderr (default: when stderr is a terminal)")
 	fs.StringVar(&o.replot, "replot", "", "run nothing: merge these results.json files (comma list) into --out (results.json, results.md, lateness-cdf.svg)")
 	fs.StringVar(&o.wheelSync, "wheel-sync", "", "KDELAY_WHEEL_SYNC for the relay; default the relay's (batch)")
-	fs.StringVar(&o.delivery, "delivery", "", "KDELAY_DELIVERY for the relay: at-least-once or exactly-once; default the relay's (at-least-once)")
+	fs.StringVar(&deliveries, "delivery", atLeastOnce, "KDELAY_DELIVERY of the relay, comma list of at-least-once, exactly-once: level, wheel and duerate run in each mode, interleaved per round")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for _, s := range strings.Split(sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("invalid --size %q", s)
-		}
-		o.sizes = append(o.sizes, n)
+	var err error
+	if o.sizes, err = parseInts("size", sizes); err != nil {
+		return nil, err
+	}
+	if o.dueRates, err = parseInts("due-rate", dueRates); err != nil {
+		return nil, err
+	}
+	if o.deliveries, err = parseModes(deliveries); err != nil {
+		return nil, err
 	}
 	o.scenarios = make(map[string]bool)
 	for _, s := range strings.Split(scen, ",") {
@@ -148,6 +175,12 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 			return nil, fmt.Errorf("unknown scenario %q (have %s)", s, strings.Join(allScenarios, ", "))
 		}
 		o.scenarios[s] = true
+	}
+	if o.dueLoad != "paced" && o.dueLoad != "preload" {
+		return nil, fmt.Errorf("invalid --due-load %q: paced or preload", o.dueLoad)
+	}
+	if o.dueDelay <= 0 {
+		return nil, fmt.Errorf("invalid --due-delay %s", o.dueDelay)
 	}
 	if o.relayMode != "exec" && o.relayMode != "inproc" {
 		return nil, fmt.Errorf("invalid --relay %q: exec or inproc", o.relayMode)
@@ -178,10 +211,13 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 			o.recoveryLead = 6 * time.Second
 		}
 		if !set("due-rate") {
-			o.dueRate = 1000
+			o.dueRates = []int{1000}
 		}
 		if !set("due-seconds") {
 			o.dueSeconds = 3
+		}
+		if !set("due-delay") {
+			o.dueDelay = 2 * time.Second
 		}
 		if !set("size") {
 			o.sizes = []int{100}
@@ -195,6 +231,42 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 		o.recoveryLead = 30*time.Second + time.Duration(o.recoveryRecords)*time.Second/8000
 	}
 	return o, nil
+}
+
+// parseInts parses a comma list of positive integers (flag name for the
+// error).
+func parseInts(name, list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("invalid --%s %q: a comma list of positive integers", name, list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Delivery modes of the relay (KDELAY_DELIVERY).
+const (
+	atLeastOnce = relay.AtLeastOnce
+	exactlyOnce = relay.ExactlyOnce
+)
+
+// parseModes parses --delivery: a comma list of distinct delivery modes.
+func parseModes(list string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if s != atLeastOnce && s != exactlyOnce {
+			return nil, fmt.Errorf("invalid --delivery %q: a comma list of %s, %s", list, atLeastOnce, exactlyOnce)
+		}
+		if slices.Contains(out, s) {
+			return nil, fmt.Errorf("invalid --delivery %q: %s twice", list, s)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -236,6 +308,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprint(stdout, markdown(res))
 		fmt.Fprintf(stdout, "\nwritten: %s/results.json, %s/results.md, %s/lateness-cdf.svg\n", o.out, o.out, o.out)
+		vs := evaluate(res)
+		fmt.Fprintf(stdout, "\ngoals: %s\n", tally(vs))
+		if lines := missedLines(vs); len(lines) > 0 {
+			fmt.Fprintln(stdout, strings.Join(lines, "\n"))
+		}
 	}
 	return err
 }

@@ -13,7 +13,9 @@ import (
 
 // TestQuick runs the bench in --quick mode against kfake with the relay in
 // process, so that the tool cannot rot. It checks that every scenario
-// delivers everything, never early, and that the outputs are written.
+// delivers everything, never early, in both delivery modes, that the
+// exactly-once runs are paired with their at-least-once runs, and that the
+// outputs (with the goals table) are written.
 func TestQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the bench for a few seconds")
@@ -23,7 +25,7 @@ func TestQuick(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false",
-		"--scenarios", "baseline,level,wheel,duerate,recovery",
+		"--scenarios", "baseline,level,wheel,duerate,recovery", "--delivery", "at-least-once,exactly-once",
 		"--records", "1000", "--recovery-records", "3000", "--recovery-lead", "3s", "--due-rate", "500", "--due-seconds", "2"}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -38,7 +40,23 @@ func TestQuick(t *testing.T) {
 	}
 	got := map[string]*result{}
 	for _, r := range res.Results {
-		got[r.Scenario] = r
+		got[r.Scenario+" "+r.mode()] = r
+		if r.Err != "" {
+			t.Errorf("%s: %s", r.name(), r.Err)
+		}
+		// Every exactly-once run has its at-least-once partner of the same
+		// round (kfake's LogAppendTime is one per produce request, so the
+		// drain rates and their ratios are 0 here: TestPairRatios checks
+		// the arithmetic).
+		if r.mode() == exactlyOnce && r.Scenario != "duerate" {
+			partner := false
+			for _, p := range res.Results {
+				partner = partner || (p.Scenario == r.Scenario && p.mode() == atLeastOnce && p.Size == r.Size && p.Rep == r.Rep && p.Err == "")
+			}
+			if !partner {
+				t.Errorf("%s: no at-least-once run of the same round", r.name())
+			}
+		}
 		t.Logf("%s: %.1fs", r.name(), r.WallSeconds)
 		if r.Early != 0 || r.Duplicates != 0 {
 			t.Errorf("%s: %d early, %d duplicates", r.name(), r.Early, r.Duplicates)
@@ -48,14 +66,21 @@ func TestQuick(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"baseline", "level", "wheel", "duerate", "recovery"} {
-		if got[s] == nil {
+		if got[s+" "+atLeastOnce] == nil {
 			t.Errorf("no result for %s", s)
 		}
 	}
-	if w := got["wheel"]; w != nil && w.ViaWheel != w.Records {
-		t.Errorf("wheel: %d of %d forwarded via the wheel", w.ViaWheel, w.Records)
+	for _, s := range []string{"level", "wheel", "duerate"} {
+		if got[s+" "+exactlyOnce] == nil {
+			t.Errorf("no exactly-once result for %s", s)
+		}
 	}
-	if rc := got["recovery"]; rc != nil && (rc.Recovery == nil || rc.Recovery.PendingAtStop != 3000 || rc.Delivered == 0) {
+	for _, mode := range []string{atLeastOnce, exactlyOnce} {
+		if w := got["wheel "+mode]; w != nil && w.ViaWheel != w.Records {
+			t.Errorf("wheel %s: %d of %d forwarded via the wheel", mode, w.ViaWheel, w.Records)
+		}
+	}
+	if rc := got["recovery "+atLeastOnce]; rc != nil && (rc.Recovery == nil || rc.Recovery.PendingAtStop != 3000 || rc.Delivered == 0) {
 		t.Errorf("recovery: %+v, %d delivered", rc.Recovery, rc.Delivered)
 	}
 	for _, f := range []string{"results.md", "lateness-cdf.svg"} {
@@ -64,7 +89,9 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if !strings.Contains(stdout.String(), "| level 100B |") {
-		t.Errorf("markdown table missing the level row:\n%s", stdout.String())
+	for _, want := range []string{"| level 100B |", "| level 100B exactly-once |", "### Goals: ", "| issue 12 | level 100B exactly-once | "} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }

@@ -72,6 +72,23 @@ func buildKdelay(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
+// goRuntimeVars are the variables of the environment that change the Go
+// runtime of the relay child (its memory in particular).
+var goRuntimeVars = []string{"GOMEMLIMIT", "GOGC", "GODEBUG", "GOMAXPROCS"}
+
+// relayGoEnv lists the Go runtime variables set in this process's
+// environment, which the relay child inherits ("GOMEMLIMIT=64MiB"); empty:
+// none.
+func relayGoEnv() string {
+	var set []string
+	for _, k := range goRuntimeVars {
+		if v, ok := os.LookupEnv(k); ok {
+			set = append(set, k+"="+v)
+		}
+	}
+	return strings.Join(set, " ")
+}
+
 // startRelay starts a relay with env and waits until it is ready (in its
 // group, first assignment taken up).
 func (b *bench) startRelay(ctx context.Context, name string, env relayEnv) (*relayProc, error) {
@@ -88,9 +105,6 @@ func (b *bench) startRelay(ctx context.Context, name string, env relayEnv) (*rel
 	}
 	if b.o.wheelSync != "" {
 		full["KDELAY_WHEEL_SYNC"] = b.o.wheelSync
-	}
-	if b.o.delivery != "" {
-		full["KDELAY_DELIVERY"] = b.o.delivery
 	}
 	for k, v := range env {
 		full[k] = v

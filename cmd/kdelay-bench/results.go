@@ -8,18 +8,23 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // results is everything one run measured.
 type results struct {
-	Command    string            `json:"command"`
-	Revision   string            `json:"revision"`
-	Started    time.Time         `json:"started"`
-	Finished   time.Time         `json:"finished"`
-	Broker     string            `json:"broker"`
-	Relay      string            `json:"relay"` // exec | inproc
+	Command  string    `json:"command"`
+	Revision string    `json:"revision"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Broker   string    `json:"broker"`
+	Relay    string    `json:"relay"` // exec | inproc
+	// RelayGoEnv lists the Go runtime variables (GOMEMLIMIT, GOGC,
+	// GODEBUG, GOMAXPROCS) the relay inherited from the bench's
+	// environment; empty: the runtime's defaults.
+	RelayGoEnv string            `json:"relay_go_env,omitempty"`
 	Machine    map[string]string `json:"machine"`
 	LoadBefore string            `json:"loadavg_before"`
 	LoadAfter  string            `json:"loadavg_after"`
@@ -35,18 +40,41 @@ type result struct {
 	Partitions int    `json:"partitions_per_level"`
 	Levels     string `json:"levels,omitempty"`
 	DueRate    int    `json:"due_rate_per_s,omitempty"`
+	// Delivery is the relay's KDELAY_DELIVERY; empty (older results, the
+	// baseline pipe): at-least-once.
+	Delivery string `json:"delivery,omitempty"`
+	// Err is why the run failed (not every record delivered, ...); its
+	// figures are partial and no goal takes them.
+	Err string `json:"error,omitempty"`
 
-	Delivered       int     `json:"delivered"`
-	Duplicates      int     `json:"duplicates"`
-	Foreign         int     `json:"foreign_records,omitempty"`
-	Early           int     `json:"early"`
-	DrainRate       float64 `json:"drain_rate_per_s"` // (delivered-1) / (last - first target timestamp)
+	Delivered  int     `json:"delivered"`
+	Duplicates int     `json:"duplicates"`
+	Foreign    int     `json:"foreign_records,omitempty"`
+	Early      int     `json:"early"`
+	DrainRate  float64 `json:"drain_rate_per_s"` // (delivered-1) / (last - first target timestamp)
+	// RatioToBaseline is DrainRate over the drain rate of the baseline of
+	// the same size and round (level and wheel).
 	RatioToBaseline float64 `json:"ratio_to_baseline,omitempty"`
+	// RatioToALO is, for an exactly-once run, DrainRate over that of the
+	// at-least-once run of the same path, size and round.
+	RatioToALO float64 `json:"ratio_to_at_least_once,omitempty"`
 	// CompletionMs is the last delivery minus the first due time.
 	CompletionMs   float64 `json:"completion_ms,omitempty"`
 	ProduceSeconds float64 `json:"produce_seconds"`
 	WallSeconds    float64 `json:"wall_seconds"`
 	DueMs          int64   `json:"first_due_unix_ms,omitempty"`
+	// ProduceRate is Records over ProduceSeconds. LeadMs is the first due
+	// time minus the end of the produce (negative: the load was still being
+	// produced when records came due); AckedAfterDue counts records whose
+	// produce was acked after their own due time (kdelay-deliver-at loads).
+	// DueLoad is the duerate load: paced or preload (older results:
+	// preload). MinAheadMs is the least time from a record's produce ack to
+	// its due time.
+	DueLoad       string  `json:"due_load,omitempty"`
+	MinAheadMs    float64 `json:"min_ack_ahead_of_due_ms,omitempty"`
+	ProduceRate   float64 `json:"produce_rate_per_s,omitempty"`
+	LeadMs        float64 `json:"lead_ms,omitempty"`
+	AckedAfterDue int     `json:"acked_after_due,omitempty"`
 
 	// Lateness: target record timestamp (LogAppendTime) minus kdelay-due-at.
 	Lateness *dist `json:"lateness_ms,omitempty"`
@@ -54,11 +82,15 @@ type result struct {
 	// kdelay-due-at (includes the consumer's fetch).
 	ArrivalLateness *dist `json:"arrival_lateness_ms,omitempty"`
 
-	ViaWheel     int   `json:"forwarded_via_wheel"`
-	Direct       int   `json:"forwarded_direct"`
-	Cascaded     int   `json:"cascaded,omitempty"`
-	DeadLettered int   `json:"dead_lettered,omitempty"`
-	PendingAtDue int   `json:"wheel_pending_at_due,omitempty"`
+	ViaWheel     int `json:"forwarded_via_wheel"`
+	Direct       int `json:"forwarded_direct"`
+	Cascaded     int `json:"cascaded,omitempty"`
+	DeadLettered int `json:"dead_lettered,omitempty"`
+	PendingAtDue int `json:"wheel_pending_at_due,omitempty"`
+	// TxnCommitted and TxnAborted are the relay's
+	// kdelay_transactions_total (exactly-once mode) at the end of the run.
+	TxnCommitted int   `json:"transactions_committed,omitempty"`
+	TxnAborted   int   `json:"transactions_aborted,omitempty"`
 	RelayPeakRSS int64 `json:"relay_peak_rss_bytes,omitempty"` // VmHWM
 	// Sampled every 50 ms: anonymous memory (heap, stacks) and file-backed
 	// pages (the wheel's memory-mapped segments).
@@ -181,27 +213,74 @@ func cdfPoints(sorted []float64) [][2]float64 {
 	return pts
 }
 
-func (r *result) name() string {
-	switch r.Scenario {
-	case "duerate":
-		return fmt.Sprintf("duerate %g/s", float64(r.DueRate))
-	case "recovery":
-		return "recovery"
+// mode is the run's delivery mode.
+func (r *result) mode() string {
+	if r.Delivery == "" {
+		return atLeastOnce
 	}
-	if r.Rep > 1 {
-		return fmt.Sprintf("%s %s #%d", r.Scenario, sizeName(r.Size), r.Rep)
-	}
-	return fmt.Sprintf("%s %s", r.Scenario, sizeName(r.Size))
+	return r.Delivery
 }
 
-// medianRow is the median over the repetitions of one throughput run.
-type medianRow struct {
-	name                string
-	n                   int
-	rate, ratio         float64
-	p50, p99, p999, max float64
-	early, dups         int
-	rss, anon, file     int64
+// group names the runs that repeat each other: scenario, size (or due
+// rate) and, in exactly-once mode, the mode.
+func (r *result) group() string {
+	var g string
+	switch r.Scenario {
+	case "duerate":
+		g = "duerate " + rateName(r.DueRate)
+	case "recovery":
+		g = "recovery"
+	default:
+		g = fmt.Sprintf("%s %s", r.Scenario, sizeName(r.Size))
+	}
+	if r.mode() != atLeastOnce {
+		g += " " + r.mode()
+	}
+	return g
+}
+
+func (r *result) name() string {
+	if r.Rep > 1 {
+		return fmt.Sprintf("%s #%d", r.group(), r.Rep)
+	}
+	return r.group()
+}
+
+// rateName is a rate per second: 500/s, 10k/s, 12.5k/s.
+func rateName(n int) string {
+	if n >= 1000 && n%100 == 0 {
+		return fmt.Sprintf("%gk/s", float64(n)/1000)
+	}
+	return fmt.Sprintf("%d/s", n)
+}
+
+// pairRatios sets each complete level and wheel run's ratio to the
+// baseline of its size and round, and each complete exactly-once run's
+// ratio to the at-least-once run of its path, size and round. Runs
+// without a complete partner keep 0.
+func pairRatios(rs []*result) {
+	find := func(scenario, mode string, size, rep int) *result {
+		for _, p := range rs {
+			if p.Scenario == scenario && p.mode() == mode && p.Size == size && p.Rep == rep && p.Err == "" && p.DrainRate > 0 {
+				return p
+			}
+		}
+		return nil
+	}
+	for _, r := range rs {
+		if (r.Scenario != "level" && r.Scenario != "wheel") || r.Err != "" {
+			continue
+		}
+		r.RatioToBaseline, r.RatioToALO = 0, 0
+		if b := find("baseline", atLeastOnce, r.Size, r.Rep); b != nil {
+			r.RatioToBaseline = r.DrainRate / b.DrainRate
+		}
+		if r.mode() == exactlyOnce {
+			if a := find(r.Scenario, atLeastOnce, r.Size, r.Rep); a != nil {
+				r.RatioToALO = r.DrainRate / a.DrainRate
+			}
+		}
+	}
 }
 
 func median(v []float64) float64 {
@@ -216,39 +295,62 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func medians(res *results) []medianRow {
-	var rows []medianRow
-	seen := map[string]bool{}
-	for _, r0 := range res.Results {
-		key := fmt.Sprintf("%s %s", r0.Scenario, sizeName(r0.Size))
-		if r0.Rep == 0 || seen[key] {
+// repRow is one group of repeated runs (same scenario, size or due rate,
+// and mode): every complete run's figures in run order.
+type repRow struct {
+	name                      string
+	n, failed                 int
+	rate, ratio, ratioALO     []float64
+	p50, p99, p999, max, cp99 []float64
+	early, dups               int
+}
+
+// repetitions groups the runs that were repeated (more than one run in the
+// group); failed runs count in failed and early/dups only.
+func repetitions(res *results) []repRow {
+	var rows []*repRow
+	by := map[string]*repRow{}
+	for _, r := range res.Results {
+		k := r.group()
+		row := by[k]
+		if row == nil {
+			row = &repRow{name: k}
+			by[k] = row
+			rows = append(rows, row)
+		}
+		row.n++
+		row.early += r.Early
+		row.dups += r.Duplicates
+		if r.Err != "" {
+			row.failed++
 			continue
 		}
-		seen[key] = true
-		row := medianRow{name: key}
-		var rate, ratio, p50, p99, p999, mx []float64
-		for _, r := range res.Results {
-			if r.Rep == 0 || r.Scenario != r0.Scenario || r.Size != r0.Size {
-				continue
-			}
-			row.n++
-			rate = append(rate, r.DrainRate)
-			if r.RatioToBaseline > 0 {
-				ratio = append(ratio, r.RatioToBaseline)
-			}
-			if l := r.Lateness; l != nil {
-				p50, p99, p999, mx = append(p50, l.P50), append(p99, l.P99), append(p999, l.P999), append(mx, l.Max)
-			}
-			row.early += r.Early
-			row.dups += r.Duplicates
-			row.rss, row.anon, row.file = max(row.rss, r.RelayPeakRSS), max(row.anon, r.RelayPeakAnon), max(row.file, r.RelayPeakFile)
+		row.rate = append(row.rate, r.DrainRate)
+		if r.RatioToBaseline > 0 {
+			row.ratio = append(row.ratio, r.RatioToBaseline)
 		}
-		row.rate, row.ratio = median(rate), median(ratio)
-		row.p50, row.p99, row.p999, row.max = median(p50), median(p99), median(p999), median(mx)
-		rows = append(rows, row)
+		if r.RatioToALO > 0 {
+			row.ratioALO = append(row.ratioALO, r.RatioToALO)
+		}
+		if l := r.Lateness; l != nil {
+			row.p50, row.p99, row.p999, row.max = append(row.p50, l.P50), append(row.p99, l.P99), append(row.p999, l.P999), append(row.max, l.Max)
+		}
+		if l := r.ArrivalLateness; l != nil {
+			row.cp99 = append(row.cp99, l.P99)
+		}
 	}
-	return rows
+	var out []repRow
+	for _, row := range rows {
+		if row.n > 1 {
+			out = append(out, *row)
+		}
+	}
+	return out
 }
+
+func ratioFmt(v float64) string { return fmt.Sprintf("%.2fx", v) }
+
+func rateFmt(v float64) string { return fmt.Sprintf("%.0f", v) }
 
 func sizeName(n int) string {
 	if n%1024 == 0 {
@@ -261,7 +363,11 @@ func (r *result) summary() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "== %s: %d/%d delivered, %.0f rec/s", r.name(), r.Delivered, r.Records, r.DrainRate)
 	if r.RatioToBaseline > 0 {
-		fmt.Fprintf(&sb, " (%.2fx baseline)", r.RatioToBaseline)
+		fmt.Fprintf(&sb, " (%.2fx baseline", r.RatioToBaseline)
+		if r.RatioToALO > 0 {
+			fmt.Fprintf(&sb, ", %.2fx at-least-once", r.RatioToALO)
+		}
+		sb.WriteString(")")
 	}
 	if l := r.Lateness; l != nil {
 		fmt.Fprintf(&sb, ", lateness p50 %s p99 %s p99.9 %s max %s, early %d", ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max), r.Early)
@@ -272,8 +378,14 @@ func (r *result) summary() string {
 	if r.RelayPeakRSS > 0 {
 		fmt.Fprintf(&sb, ", relay peak RSS %s", mb(r.RelayPeakRSS))
 	}
+	if r.mode() == exactlyOnce {
+		fmt.Fprintf(&sb, ", transactions %d committed / %d aborted", r.TxnCommitted, r.TxnAborted)
+	}
+	if r.Scenario == "duerate" {
+		fmt.Fprintf(&sb, "\n   load: %s", r.loadLine())
+	}
 	if rc := r.Recovery; rc != nil {
-		fmt.Fprintf(&sb, "\n   recovery: %d pending at stop, restart -> first delivery %s, restart -> ready %.2fs, RSS with pending %s",
+		fmt.Fprintf(&sb, "\n   recovery: %d pending at stop, restart -> first delivery %s, restart -> ready %.2fs, VmRSS with pending %s",
 			rc.PendingAtStop, ms(rc.RestartToFirstDeliveryMs), rc.RestartToReadySeconds, mb(rc.RSSPending))
 	}
 	for _, n := range r.Notes {
@@ -281,7 +393,39 @@ func (r *result) summary() string {
 			fmt.Fprintf(&sb, "\n   %s", n)
 		}
 	}
+	if r.Err != "" {
+		fmt.Fprintf(&sb, "\n   FAILED: %s", r.Err)
+	}
 	return sb.String()
+}
+
+// loadLine says whether the load generator kept up: how fast it produced,
+// how long before the first due time it was done, and the due rate it
+// achieved (records in Kafka before their due time, per second of the
+// scenario).
+func (r *result) loadLine() string {
+	secs := 0.0
+	if r.DueRate > 0 {
+		secs = float64(r.Records) / float64(r.DueRate)
+	}
+	how := "paced"
+	when := fmt.Sprintf("each acked at least %s before its due time", ms(r.MinAheadMs))
+	if r.MinAheadMs < 0 {
+		when = fmt.Sprintf("the latest acked %s after its due time", ms(-r.MinAheadMs))
+	}
+	if r.DueLoad != "paced" {
+		how = "preload"
+		when = fmt.Sprintf("done %s before the first due time", ms(r.LeadMs))
+		if r.LeadMs < 0 {
+			when = fmt.Sprintf("still producing %s after the first due time", ms(-r.LeadMs))
+		}
+	}
+	achieved := "-"
+	if secs > 0 {
+		achieved = rateName(int(math.Round(float64(r.Records-r.AckedAfterDue) / secs)))
+	}
+	return fmt.Sprintf("%s: %d records produced in %.1f s (%.0f/s), %s; %d acked after their due time: due rate achieved %s of %s",
+		how, r.Records, r.ProduceSeconds, r.ProduceRate, when, r.AckedAfterDue, achieved, rateName(r.DueRate))
 }
 
 func ms(v float64) string {
@@ -308,46 +452,72 @@ func rssCell(r *result) string {
 func markdown(res *results) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "## kdelay-bench %s\n\n", res.Started.Format(time.RFC3339))
-	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s; %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
-		res.Revision, res.Broker, res.Relay, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | lateness p50 | p99 | p99.9 | max | early | dups | via wheel / direct | relay peak RSS (anon + file) |\n")
-	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	goEnv := "Go runtime defaults"
+	if res.RelayGoEnv != "" {
+		goEnv = res.RelayGoEnv
+	}
+	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s (%s); %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
+		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
+	sb.WriteString(goalsMarkdown(evaluate(res)))
+	fmt.Fprintf(&sb, "\n### Runs\n\n")
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay peak RSS (anon + file) |\n")
+	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
-		ratio := "-"
+		ratio, ratioALO := "-", "-"
 		if r.RatioToBaseline > 0 {
-			ratio = fmt.Sprintf("%.2fx", r.RatioToBaseline)
+			ratio = ratioFmt(r.RatioToBaseline)
 		}
-		l := r.Lateness
-		p50, p99, p999, mx := "-", "-", "-", "-"
-		if l != nil {
+		if r.RatioToALO > 0 {
+			ratioALO = ratioFmt(r.RatioToALO)
+		}
+		p50, p99, p999, mx, cp99 := "-", "-", "-", "-", "-"
+		if l := r.Lateness; l != nil {
 			p50, p99, p999, mx = ms(l.P50), ms(l.P99), ms(l.P999), ms(l.Max)
+		}
+		if l := r.ArrivalLateness; l != nil {
+			cp99 = ms(l.P99)
 		}
 		paths := "-"
 		if r.Scenario != "baseline" {
 			paths = fmt.Sprintf("%d / %d", r.ViaWheel, r.Direct)
 		}
-		rate := fmt.Sprintf("%.0f", r.DrainRate)
+		rate := rateFmt(r.DrainRate)
 		if r.Scenario == "recovery" || r.Scenario == "duerate" || r.Scenario == "shape" {
 			rate = "-"
 		}
-		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n",
-			r.name(), r.Delivered, r.Records, rate, ratio, p50, p99, p999, mx, r.Early, r.Duplicates, paths, rssCell(r))
-	}
-	if rows := medians(res); len(rows) > 0 && rows[0].n > 1 {
-		fmt.Fprintf(&sb, "\nMedians over the repetitions (ratio: median of each repetition's ratio to the baseline of the same repetition; RSS: the largest):\n\n")
-		fmt.Fprintf(&sb, "| run | reps | rec/s | vs baseline | lateness p50 | p99 | p99.9 | max | early | dups | relay peak RSS (anon + file) |\n")
-		fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, m := range rows {
-			ratio, p50, p99, p999, mx, rss := "-", "-", "-", "-", "-", "-"
-			if m.ratio > 0 {
-				ratio = fmt.Sprintf("%.2fx", m.ratio)
-			}
-			if !strings.HasPrefix(m.name, "baseline") {
-				p50, p99, p999, mx = ms(m.p50), ms(m.p99), ms(m.p999), ms(m.max)
-				rss = fmt.Sprintf("%s (%s + %s)", mb(m.rss), mb(m.anon), mb(m.file))
-			}
-			fmt.Fprintf(&sb, "| %s | %d | %.0f | %s | %s | %s | %s | %s | %d | %d | %s |\n", m.name, m.n, m.rate, ratio, p50, p99, p999, mx, m.early, m.dups, rss)
+		name := r.name()
+		if r.Err != "" {
+			name += " (FAILED)"
 		}
+		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n",
+			name, r.Delivered, r.Records, rate, ratio, ratioALO, p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, rssCell(r))
+	}
+	if rows := repetitions(res); len(rows) > 0 {
+		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the baseline (or the at-least-once run) of its own round.\n\n")
+		fmt.Fprintf(&sb, "| run | runs | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
+		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---:|---:|\n")
+		for _, m := range rows {
+			runs := strconv.Itoa(m.n)
+			if m.failed > 0 {
+				runs += fmt.Sprintf(" (%d failed)", m.failed)
+			}
+			rate := spread(m.rate, rateFmt)
+			if strings.HasPrefix(m.name, "duerate") {
+				rate = "-"
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
+				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt),
+				spread(m.p50, ms), spread(m.p99, ms), spread(m.p999, ms), spread(m.max, ms), spread(m.cp99, ms), m.early, m.dups)
+		}
+	}
+	var loads []string
+	for _, r := range res.Results {
+		if r.Scenario == "duerate" && r.ProduceRate > 0 {
+			loads = append(loads, fmt.Sprintf("- %s: %s", r.name(), r.loadLine()))
+		}
+	}
+	if len(loads) > 0 {
+		fmt.Fprintf(&sb, "\nDue-rate loads (paced: each record produced --due-delay before its due time, at the due rate; preload: all produced before the first due time):\n\n%s\n", strings.Join(loads, "\n"))
 	}
 	for _, r := range res.Results {
 		if r.Scenario == "shape" && r.BurstRecords > 0 {
@@ -355,12 +525,12 @@ func markdown(res *results) string {
 				r.name(), r.BurstRecords, r.BurstDrainRate, ms(r.BurstCompletionMs))
 		}
 		if rc := r.Recovery; rc != nil {
-			fmt.Fprintf(&sb, "\nrecovery: %d records pending in the wheel (%s on disk) after a %.0f s pre-load; relay RSS %s (anon %s, file-backed %s; peak %s; Go heap in use %s); SIGTERM to exit %.2f s; restart to ready %.2f s; restart to first delivery %s (first due time to first delivery %s); %d entries recovered; peak RSS after restart %s\n",
+			fmt.Fprintf(&sb, "\nrecovery: %d records pending in the wheel (%s on disk) after a %.0f s pre-load; relay VmRSS %s (RssAnon %s, RssFile %s; peak VmHWM %s; Go heap in use %s); SIGTERM to exit %.2f s; restart to ready %.2f s; restart to first delivery %s (first due time to first delivery %s); %d entries recovered; peak VmHWM after restart %s\n",
 				rc.PendingAtStop, mb(rc.WheelBytes), rc.IngestSeconds, mb(rc.RSSPending), mb(rc.RSSAnonPending), mb(rc.RSSFilePending), mb(rc.PeakRSSBeforeRestart), mb(rc.HeapInusePending), rc.StopSeconds,
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}
-	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at.\n")
+	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit.\n")
 	return sb.String()
 }
 
@@ -388,6 +558,9 @@ func mergeResults(files []string) (*results, error) {
 		out.Finished = r.Finished
 		if r.Revision != out.Revision {
 			out.Revision += ", " + r.Revision
+		}
+		if r.RelayGoEnv != "" && !strings.Contains(out.RelayGoEnv, r.RelayGoEnv) {
+			out.RelayGoEnv = strings.TrimSpace(out.RelayGoEnv + " " + r.RelayGoEnv)
 		}
 		out.Results = append(out.Results, r.Results...)
 	}

@@ -15,39 +15,67 @@ import (
 )
 
 // dueRate: records of 100 B whose due times are spread evenly so that
-// --due-rate of them come due each second for --due-seconds, with the
-// default levels and arbitrary delays (kdelay-deliver-at).
-func (b *bench) dueRate(ctx context.Context) (*result, error) {
-	rate, secs := b.o.dueRate, b.o.dueSeconds
+// rate of them come due each second for --due-seconds, with the default
+// levels and arbitrary delays (kdelay-deliver-at), the relay in delivery
+// mode mode, in round rep (from 0).
+//
+// --due-load preload (the default, as in every earlier figure) produces
+// them all before the first due time, as fast as the broker takes them
+// (the lead scales with the record count at the baseline's produce rate):
+// the relay reads each level's share in a burst at its level time, at
+// many times the due rate, while earlier records come due. --due-load
+// paced produces each record --due-delay before its due time, so records
+// enter the delay topic at the rate they come due: the steady state of a
+// producer with a constant delay. The result says whether every record was in
+// Kafka before its due time, and by how much at least.
+func (b *bench) dueRate(ctx context.Context, rate int, mode string, rep int) (*result, error) {
+	secs := b.o.dueSeconds
 	n := rate * secs
-	nm := b.names("duerate")
-	r := &result{Scenario: "duerate", Size: 100, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)", DueRate: rate}
-	r.Notes = append(r.Notes, fmt.Sprintf("%d records/s due for %d s; timestamps at produce time, kdelay-deliver-at spread evenly", rate, secs))
+	tag := runTag("duerate-"+strconv.Itoa(rate), mode, rep)
+	nm := b.names(tag)
+	r := &result{Scenario: "duerate", Size: 100, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)", DueRate: rate, Delivery: mode, Rep: rep + 1, DueLoad: b.o.dueLoad}
+	if b.o.dueLoad == "paced" {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d records/s due for %d s; each produced %s before its due time (timestamp: produce time; kdelay-deliver-at spread evenly)", rate, secs, b.o.dueDelay))
+	} else {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d records/s due for %d s; all produced before the first due time (timestamps at produce time, kdelay-deliver-at spread evenly)", rate, secs))
+	}
 	tab := b.table(prodLevels)
 	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
-	rp, err := b.startRelay(ctx, "duerate", b.env(nm, prodLevels))
+	rp, err := b.startRelay(ctx, tag, b.env(nm, prodLevels, mode))
 	if err != nil {
 		return r, err
 	}
 	defer rp.stop()
-	col, err := b.newCollector(ctx, nm.target, n, "deliver duerate")
+	col, err := b.newCollector(ctx, nm.target, n, "deliver "+tag)
 	if err != nil {
 		return r, err
 	}
 	start := time.Now()
+	paced := b.o.dueLoad == "paced"
 	t0 := start.Add(b.lead(n, 100) + b.o.margin)
+	if paced {
+		t0 = start.Add(b.o.dueDelay) // the first record is produced now
+	}
 	step := time.Second / time.Duration(rate)
-	took, err := b.produceLoad(ctx, "duerate", n, 100, tab, nm.delay, func(i int, _ time.Time) recSpec {
-		return recSpec{delay: levels.Delay{Target: nm.target, At: t0.Add(time.Duration(i) * step)}}
+	ps, err := b.produceLoad(ctx, tag, n, 100, tab, nm.delay, func(i int, _ time.Time) recSpec {
+		s := recSpec{delay: levels.Delay{Target: nm.target, At: t0.Add(time.Duration(i) * step)}}
+		if paced {
+			s.sendAt = s.delay.At.Add(-b.o.dueDelay)
+		}
+		return s
 	})
+	r.ProduceSeconds = ps.took.Seconds()
+	r.ProduceRate = float64(n) / ps.took.Seconds()
+	r.LeadMs = float64(t0.Sub(start.Add(ps.took)).Milliseconds())
+	r.MinAheadMs = float64(ps.minAhead.Milliseconds())
+	r.AckedAfterDue = ps.ackedAfterDue
 	if err != nil {
 		return r, err
 	}
-	r.ProduceSeconds = took.Seconds()
-	if start.Add(took).After(t0) {
-		r.Notes = append(r.Notes, "WARNING: producing ended after the first due time")
+	if ps.ackedAfterDue > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: %d records acked after their due time: the load generator fell behind", ps.ackedAfterDue))
 	}
 	r.DueMs = t0.UnixMilli()
 	werr := col.wait(ctx, t0.Add(time.Duration(secs)*time.Second+2*time.Minute), 15*time.Second)
@@ -60,20 +88,20 @@ func (b *bench) dueRate(ctx context.Context) (*result, error) {
 // shape is DESIGN.md §8's load: n records of size, half due evenly over
 // 20 s, half due within one second (10 s in), default levels, arbitrary
 // delays.
-func (b *bench) shape(ctx context.Context, size int) (*result, error) {
+func (b *bench) shape(ctx context.Context, size int, mode string) (*result, error) {
 	n := b.o.shapeRecords[size]
 	if n == 0 {
 		n = b.o.records
 	}
 	tag := fmt.Sprintf("shape-%d", size)
 	nm := b.names(tag)
-	r := &result{Scenario: "shape", Size: size, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)"}
+	r := &result{Scenario: "shape", Size: size, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)", Delivery: mode}
 	r.Notes = append(r.Notes, fmt.Sprintf("DESIGN.md §8 shape: half the records due evenly over %s, half due within one second (at +%s)", b.o.shapeSpread, b.o.shapeSpread/2))
 	tab := b.table(prodLevels)
 	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
-	rp, err := b.startRelay(ctx, tag, b.env(nm, prodLevels))
+	rp, err := b.startRelay(ctx, tag, b.env(nm, prodLevels, mode))
 	if err != nil {
 		return r, err
 	}
@@ -87,7 +115,7 @@ func (b *bench) shape(ctx context.Context, size int) (*result, error) {
 	half := max(n/2, 1)
 	spread := b.o.shapeSpread
 	burstAt := t0.Add(spread / 2)
-	took, err := b.produceLoad(ctx, tag, n, size, tab, nm.delay, func(i int, _ time.Time) recSpec {
+	ps, err := b.produceLoad(ctx, tag, n, size, tab, nm.delay, func(i int, _ time.Time) recSpec {
 		j := time.Duration(i / 2)
 		due := t0.Add(j * spread / time.Duration(half))
 		if i%2 == 1 {
@@ -98,8 +126,8 @@ func (b *bench) shape(ctx context.Context, size int) (*result, error) {
 	if err != nil {
 		return r, err
 	}
-	r.ProduceSeconds = took.Seconds()
-	if start.Add(took).After(t0) {
+	r.ProduceSeconds = ps.took.Seconds()
+	if start.Add(ps.took).After(t0) {
 		r.Notes = append(r.Notes, "WARNING: producing ended after the first due time")
 	}
 	r.DueMs = t0.UnixMilli()
@@ -134,17 +162,17 @@ var recoveredRe = regexp.MustCompile(`wheel (?:opened|recovered)[^\n]*recovered=
 // the relay with SIGTERM once they are all pending, restarts it at the
 // first due time and measures the time from the restart to the first
 // delivery.
-func (b *bench) recovery(ctx context.Context) (*result, error) {
+func (b *bench) recovery(ctx context.Context, mode string) (*result, error) {
 	n := b.o.recoveryRecords
 	nm := b.names("recovery")
-	r := &result{Scenario: "recovery", Size: 100, Records: n, Partitions: b.o.partitions, Levels: burstLevels}
+	r := &result{Scenario: "recovery", Size: 100, Records: n, Partitions: b.o.partitions, Levels: burstLevels, Delivery: mode}
 	rec := &recovery{}
 	r.Recovery = rec
 	tab := b.table(burstLevels)
 	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
-	env := b.env(nm, burstLevels)
+	env := b.env(nm, burstLevels, mode)
 	a, err := b.startRelay(ctx, "recovery-1", env)
 	if err != nil {
 		return r, err
@@ -156,14 +184,14 @@ func (b *bench) recovery(ctx context.Context) (*result, error) {
 		spread = time.Minute
 	}
 	r.Notes = append(r.Notes, fmt.Sprintf("%d records due from +%s over %s (timestamps at produce time, kdelay-deliver-at); relay stopped (SIGTERM) once all are pending in the wheel, restarted at the first due time", n, b.o.recoveryLead, spread))
-	took, err := b.produceLoad(ctx, "recovery pre-load", n, 100, tab, nm.delay, func(i int, _ time.Time) recSpec {
+	ps, err := b.produceLoad(ctx, "recovery pre-load", n, 100, tab, nm.delay, func(i int, _ time.Time) recSpec {
 		return recSpec{delay: levels.Delay{Target: nm.target, At: first.Add(time.Duration(i) * (spread / time.Duration(n)))}}
 	})
 	if err != nil {
 		a.stop()
 		return r, err
 	}
-	r.ProduceSeconds = took.Seconds()
+	r.ProduceSeconds = ps.took.Seconds()
 	bar := b.bar(n, "wheel pending (pre-load)")
 	pending := 0
 	for ctx.Err() == nil && time.Until(first) > b.o.margin {

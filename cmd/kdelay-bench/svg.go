@@ -7,7 +7,9 @@ import (
 	"strings"
 )
 
-// cdfSVG draws the lateness CDF of every run with lateness samples, in two
+// cdfSVG draws the lateness CDF of every run of the first --repeat round
+// with lateness samples (later rounds would only crowd the legend; their
+// figures are in results.md), in two
 // panels sharing a log-scale x axis (lateness; values under 1 ms drawn at
 // 1 ms): the whole distribution on a linear y axis, and the tail on a
 // "nines" axis (0.9, 0.99, 0.999, 0.9999), where p99 and p99.9 are read off.
@@ -22,7 +24,7 @@ func cdfSVG(res *results) string {
 	var series []*result
 	maxMs := 10.0
 	for _, r := range res.Results {
-		if len(r.CDF) > 0 {
+		if len(r.CDF) > 0 && r.Rep <= 1 {
 			series = append(series, r)
 			maxMs = max(maxMs, r.CDF[len(r.CDF)-1][0])
 		}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseOptionsLists(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		modes     []string
+		rates     []int
+		errSubstr string
+	}{
+		{args: nil, modes: []string{atLeastOnce}, rates: []int{10_000, 50_000}},
+		{args: []string{"--quick"}, modes: []string{atLeastOnce}, rates: []int{1000}},
+		{args: []string{"--quick", "--due-rate", "2000"}, modes: []string{atLeastOnce}, rates: []int{2000}},
+		{args: []string{"--delivery", "exactly-once, at-least-once", "--due-rate", "10000, 50000"}, modes: []string{exactlyOnce, atLeastOnce}, rates: []int{10_000, 50_000}},
+		{args: []string{"--delivery", "exactly-once"}, modes: []string{exactlyOnce}, rates: []int{10_000, 50_000}},
+		{args: []string{"--delivery", "at-least-once,at-least-once"}, errSubstr: "twice"},
+		{args: []string{"--delivery", "at-most-once"}, errSubstr: "invalid --delivery"},
+		{args: []string{"--delivery", ""}, errSubstr: "invalid --delivery"},
+		{args: []string{"--due-rate", "10000,0"}, errSubstr: "invalid --due-rate"},
+		{args: []string{"--due-rate", "10k"}, errSubstr: "invalid --due-rate"},
+		{args: []string{"--size", "100,"}, errSubstr: "invalid --size"},
+		{args: []string{"--due-load", "burst"}, errSubstr: "invalid --due-load"},
+		{args: []string{"--due-delay", "0s"}, errSubstr: "invalid --due-delay"},
+	} {
+		o, err := parseOptions(tc.args, io.Discard, io.Discard)
+		if tc.errSubstr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errSubstr) {
+				t.Errorf("%q: got error %v, want one with %q", tc.args, err, tc.errSubstr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if o.dueLoad != "preload" {
+			t.Errorf("%q: --due-load %q, want preload by default", tc.args, o.dueLoad)
+		}
+		if !slices.Equal(o.deliveries, tc.modes) || !slices.Equal(o.dueRates, tc.rates) {
+			t.Errorf("%q: got modes %q rates %v, want %q %v", tc.args, o.deliveries, o.dueRates, tc.modes, tc.rates)
+		}
+	}
+}
+
+func TestRoundModes(t *testing.T) {
+	modes := []string{atLeastOnce, exactlyOnce}
+	for rep, want := range [][]string{modes, {exactlyOnce, atLeastOnce}, modes} {
+		if got := roundModes(modes, rep); !slices.Equal(got, want) {
+			t.Errorf("round %d: got %q, want %q", rep, got, want)
+		}
+	}
+	if !slices.Equal(modes, []string{atLeastOnce, exactlyOnce}) {
+		t.Errorf("roundModes changed its argument: %q", modes)
+	}
+}
+
+func run1(scenario, mode string, size, rep int, rate float64) *result {
+	return &result{Scenario: scenario, Delivery: mode, Size: size, Rep: rep, DrainRate: rate, Records: 1000}
+}
+
+func TestPairRatios(t *testing.T) {
+	b1 := run1("baseline", "", 100, 1, 200)
+	l1 := run1("level", atLeastOnce, 100, 1, 180)
+	e1 := run1("level", exactlyOnce, 100, 1, 90)
+	w1k := run1("wheel", atLeastOnce, 1024, 1, 150) // no baseline at 1 KB
+	b2 := run1("baseline", "", 100, 2, 100)
+	b2.Err = "baseline: only 10 of 1000 records delivered"
+	e2 := run1("level", exactlyOnce, 100, 2, 150) // EOS first in round 2
+	l2 := run1("level", atLeastOnce, 100, 2, 100)
+	f2 := run1("wheel", exactlyOnce, 100, 2, 120)
+	f2.Err = "wheel: failed"
+	rs := []*result{b1, l1, e1, w1k, b2, e2, l2, f2}
+	pairRatios(rs)
+	for _, tc := range []struct {
+		r           *result
+		base, toALO float64
+		name        string
+	}{
+		{l1, 0.9, 0, "level round 1"},
+		{e1, 0.45, 0.5, "level exactly-once round 1"},
+		{w1k, 0, 0, "wheel 1KB without a baseline of its size"},
+		// Round 2's baseline failed: no ratio, in particular not against round 1's.
+		{l2, 0, 0, "level round 2"},
+		{e2, 0, 1.5, "level exactly-once round 2, run before its at-least-once partner"},
+		{f2, 0, 0, "failed run"},
+	} {
+		if tc.r.RatioToBaseline != tc.base || tc.r.RatioToALO != tc.toALO {
+			t.Errorf("%s: got %v / %v, want %v / %v", tc.name, tc.r.RatioToBaseline, tc.r.RatioToALO, tc.base, tc.toALO)
+		}
+	}
+}
+
+func TestSpread(t *testing.T) {
+	for _, tc := range []struct {
+		vals []float64
+		want string
+	}{
+		{nil, "-"},
+		{[]float64{0.861}, "0.86x"},
+		{[]float64{0.77, 0.93, 0.86}, "0.86x (0.77x, 0.93x, 0.86x; range 0.77x–0.93x)"},
+		{[]float64{0.8, 1.0}, "0.90x (0.80x, 1.00x; range 0.80x–1.00x)"},
+	} {
+		if got := spread(tc.vals, ratioFmt); got != tc.want {
+			t.Errorf("spread(%v): got %q, want %q", tc.vals, got, tc.want)
+		}
+	}
+	if got := spread([]float64{4, 25, 1200}, ms); got != "25ms (4ms, 25ms, 1.20s; range 4ms–1.20s)" {
+		t.Errorf("spread in ms: got %q", got)
+	}
+}
+
+func TestGoalsTable(t *testing.T) {
+	for i, g := range goals {
+		if g.issue == 0 || g.what == "" || g.metric == nil {
+			t.Errorf("goal %d (%q): needs an issue, a text and a metric", i, g.what)
+		}
+	}
+}
+
+// verdictOf finds the verdict of the goal whose text starts with what, on
+// subject.
+func verdictOf(t *testing.T, vs []verdict, what, subject string) verdict {
+	t.Helper()
+	for _, v := range vs {
+		if strings.HasPrefix(v.goal.what, what) && v.subject == subject {
+			return v
+		}
+	}
+	t.Fatalf("no verdict for %q on %q", what, subject)
+	return verdict{}
+}
+
+func TestEvaluate(t *testing.T) {
+	var rs []*result
+	add := func(r *result) *result { rs = append(rs, r); return r }
+	// Level 100B: ratios 0.95, 0.85, 0.92 -> median 0.92, met.
+	for i, ratio := range []float64{0.95, 0.85, 0.92} {
+		r := add(run1("level", atLeastOnce, 100, i+1, 1))
+		r.RatioToBaseline = ratio
+	}
+	// Level 1KB: 0.7, 0.95, 0.8 -> median 0.8, missed by 0.1.
+	for i, ratio := range []float64{0.7, 0.95, 0.8} {
+		r := add(run1("level", atLeastOnce, 1024, i+1, 1))
+		r.RatioToBaseline = ratio
+	}
+	// Exactly-once level 100B: one failed run is left out of the median.
+	for i, ratio := range []float64{0.85, 0.5, 0.81} {
+		r := add(run1("level", exactlyOnce, 100, i+1, 1))
+		r.RatioToBaseline, r.RatioToALO = ratio*0.9, ratio
+		if i == 1 {
+			r.Err = "level: only 900 of 1000 records delivered"
+		}
+	}
+	// Exactly-once wheel 1KB: its only run failed.
+	bad := add(run1("wheel", exactlyOnce, 1024, 1, 1))
+	bad.Err = "wheel: relay exited"
+	bad.Early = 2
+	// Due rate 50k/s: p99 120 ms, missed; 10k/s did not run.
+	d := add(&result{Scenario: "duerate", DueRate: 50_000, Records: 250_000, Rep: 1, Lateness: &dist{P99: 120, P999: 400}})
+	d.Early = 1
+	// Recovery with 20k records: the 1M goals are n/a.
+	add(&result{Scenario: "recovery", Records: 20_000, Delivered: 100, RelayPeakRSS: 100 << 20,
+		Recovery: &recovery{RSSPending: 90 << 20, RestartToFirstDeliveryMs: 300}})
+	vs := evaluate(&results{Results: rs})
+
+	for _, tc := range []struct {
+		what, subject, status, measured, note string
+	}{
+		{"level path", "level 100B", met, "0.92x (0.95x, 0.85x, 0.92x; range 0.85x–0.95x)", ""},
+		{"level path", "level 1KB", missed, "0.80x (0.70x, 0.95x, 0.80x; range 0.70x–0.95x)", "by 0.10x"},
+		{"wheel path", "-", notRun, "-", ""},
+		{"exactly-once / at-least-once", "level 100B exactly-once", met, "0.83x (0.85x, 0.81x; range 0.81x–0.85x)", "failed: level 100B exactly-once #2"},
+		{"exactly-once / at-least-once", "wheel 1KB exactly-once", missed, "-", "failed: wheel 1KB exactly-once"},
+		{"lateness p99 at 10k", "-", notRun, "-", ""},
+		{"lateness p99 at 50k", "duerate 50k/s", missed, "120ms", "by 20ms"},
+		{"relay RSS with 1M", "recovery", notApp, "-", "20000 records; the goal is for 1000000"},
+		{"restart with 1M", "recovery", notApp, "-", "20000 records; the goal is for 1000000"},
+		{"early deliveries", "all runs", missed, "3", "by 3; wheel 1KB exactly-once: 2; duerate 50k/s: 1"},
+		{"duplicates in exactly-once", "all runs", met, "0", ""},
+	} {
+		v := verdictOf(t, vs, tc.what, tc.subject)
+		if v.status != tc.status || v.measured() != tc.measured || v.note != tc.note {
+			t.Errorf("%s on %s: got %s, %q, note %q; want %s, %q, note %q", tc.what, tc.subject, v.status, v.measured(), v.note, tc.status, tc.measured, tc.note)
+		}
+	}
+	// The level goals never take exactly-once runs.
+	for _, v := range vs {
+		if strings.HasPrefix(v.goal.what, "level path") && strings.Contains(v.subject, exactlyOnce) {
+			t.Errorf("level goal checked on %s", v.subject)
+		}
+	}
+	if got := missedLines(vs); len(got) != 4 || !strings.HasPrefix(got[0], "MISSED level 1KB: 0.80x (") {
+		t.Errorf("missed lines: %q", got)
+	}
+	md := goalsMarkdown(vs)
+	if !strings.Contains(md, "| level path / baseline pipe (throughput, median of same-round ratios) ≥ 0.90x | issue 14 | level 1KB | 0.80x (0.70x, 0.95x, 0.80x; range 0.70x–0.95x) | **MISSED** (by 0.10x) |") {
+		t.Errorf("goals table lacks the missed level 1KB row:\n%s", md)
+	}
+	if !strings.HasPrefix(md, "### Goals: 4 MISSED, 3 met, 6 not run or n/a\n") {
+		t.Errorf("goals table header: %q", strings.SplitN(md, "\n", 2)[0])
+	}
+}
+
+// A miss smaller than the printed precision still says by how much.
+func TestEvaluateNarrowMiss(t *testing.T) {
+	r := run1("wheel", atLeastOnce, 100, 1, 1)
+	r.RatioToBaseline = 0.898
+	v := verdictOf(t, evaluate(&results{Results: []*result{r}}), "wheel path", "wheel 100B")
+	if v.status != missed || v.measured() != "0.90x" || v.note != "by 0.002x: 0.898x" {
+		t.Errorf("got %s, %q, note %q", v.status, v.measured(), v.note)
+	}
+}
+
+func TestEvaluateRecoveryAt1M(t *testing.T) {
+	r := &result{Scenario: "recovery", Records: 1_000_000, Delivered: 5000, RelayPeakRSS: 80 << 20, RelayPeakAnon: 50 << 20, RelayPeakFile: 30 << 20,
+		Recovery: &recovery{RSSPending: 60 << 20, RSSAnonPending: 40 << 20, RSSFilePending: 20 << 20, RestartToFirstDeliveryMs: 6200}}
+	vs := evaluate(&results{Results: []*result{r}})
+	for _, tc := range []struct{ what, status, measured, note string }{
+		{"relay RSS with 1M", met, "60 MB", "anon 40 MB + file-backed 20 MB"},
+		{"relay peak RSS", missed, "80 MB", "by 16 MB; sampled peaks: anon 50 MB, file-backed 30 MB"},
+		{"restart with 1M", missed, "6.20s", "by 1.20s"},
+	} {
+		v := verdictOf(t, vs, tc.what, "recovery")
+		if v.status != tc.status || v.measured() != tc.measured || v.note != tc.note {
+			t.Errorf("%s: got %s, %q, note %q; want %s, %q, note %q", tc.what, v.status, v.measured(), v.note, tc.status, tc.measured, tc.note)
+		}
+	}
+}
+
+// With GOMEMLIMIT (or GOGC...) passed to the relay from outside, the RSS
+// goals, set for the defaults, are n/a; the others still hold.
+func TestEvaluateRelayGoEnv(t *testing.T) {
+	r := &result{Scenario: "recovery", Records: 1_000_000, Delivered: 5000, RelayPeakRSS: 60 << 20,
+		Recovery: &recovery{RSSPending: 50 << 20, RestartToFirstDeliveryMs: 300}}
+	vs := evaluate(&results{RelayGoEnv: "GOMEMLIMIT=48MiB", Results: []*result{r}})
+	for _, tc := range []struct{ what, status string }{
+		{"relay RSS with 1M", notApp},
+		{"relay peak RSS", notApp},
+		{"restart with 1M", met},
+	} {
+		if v := verdictOf(t, vs, tc.what, "recovery"); v.status != tc.status {
+			t.Errorf("%s: got %s (%s), want %s", tc.what, v.status, v.note, tc.status)
+		}
+	}
+	if got := missedLines(vs); len(got) != 0 {
+		t.Errorf("missed lines: %q", got)
+	}
+}
+
+func TestRepetitions(t *testing.T) {
+	rs := []*result{
+		run1("baseline", "", 100, 1, 200),
+		run1("level", atLeastOnce, 100, 1, 180),
+		run1("baseline", "", 100, 2, 100),
+		run1("level", atLeastOnce, 100, 2, 90),
+		{Scenario: "duerate", DueRate: 10_000, Rep: 1, Lateness: &dist{P99: 9}},
+		{Scenario: "duerate", DueRate: 10_000, Rep: 2, Lateness: &dist{P99: 12}, Err: "failed"},
+		{Scenario: "recovery"},
+	}
+	pairRatios(rs)
+	rows := repetitions(&results{Results: rs})
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.name)
+	}
+	if want := []string{"baseline 100B", "level 100B", "duerate 10k/s"}; !slices.Equal(names, want) {
+		t.Fatalf("groups: got %q, want %q", names, want)
+	}
+	if got := spread(rows[1].ratio, ratioFmt); got != "0.90x (0.90x, 0.90x; range 0.90x–0.90x)" {
+		t.Errorf("level ratios: %s", got)
+	}
+	if d := rows[2]; d.n != 2 || d.failed != 1 || !slices.Equal(d.p99, []float64{9}) {
+		t.Errorf("duerate row: %+v", d)
+	}
+}
+
+func TestRateName(t *testing.T) {
+	for n, want := range map[int]string{500: "500/s", 1000: "1k/s", 10_000: "10k/s", 12_500: "12.5k/s", 50_000: "50k/s", 1234: "1234/s"} {
+		if got := rateName(n); got != want {
+			t.Errorf("rateName(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
