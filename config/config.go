@@ -12,7 +12,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path"
@@ -90,16 +89,6 @@ type Config struct {
 	// LogFormat, KDELAY_LOG_FORMAT: text (tint, coloured only on a
 	// terminal) or json; default text.
 	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
-	// MemoryLimit, KDELAY_MEMORY_LIMIT: the Go runtime's soft memory limit
-	// of `kdelay run` (runtime/debug.SetMemoryLimit) when GOMEMLIMIT is not
-	// set (GOMEMLIMIT wins: the Helm chart sets it from the container's
-	// limit). Bytes, or a size with a unit (KiB, MiB, GiB, KB, MB, GB);
-	// "off" or 0 leaves the runtime's default (no limit). Default 40MiB:
-	// the relay's live heap is a few MB even with a million records in the
-	// wheel (the wheel lives in its files), so the limit only makes the
-	// collector return garbage sooner; a burst that needs more than the
-	// limit still gets it (the collector's CPU is capped by the runtime).
-	MemoryLimit string `env:"MEMORY_LIMIT" envDefault:"40MiB"`
 	// ShutdownTimeout bounds the graceful shutdown, KDELAY_SHUTDOWN_TIMEOUT;
 	// default 30s.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
@@ -371,9 +360,6 @@ func (c *Config) validate() []error {
 	if c.MaxDelay <= 0 {
 		bad("MAX_DELAY", c.MaxDelay, "must be positive")
 	}
-	if _, err := parseSize(c.MemoryLimit); err != nil {
-		bad("MEMORY_LIMIT", c.MemoryLimit, "%v", err)
-	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(c.LogLevel)) {
 		bad("LOG_LEVEL", c.LogLevel, "must be debug, info, warn or error")
 	}
@@ -471,29 +457,6 @@ func (c *Config) validateSecurity() []error {
 		bad("TLS_KEY_FILE", c.TLSKeyFile, "KDELAY_TLS_CERT_FILE and KDELAY_TLS_KEY_FILE go together")
 	}
 	return errs
-}
-
-// MemoryLimitBytes returns [Config.MemoryLimit] in bytes; 0 when off.
-func (c *Config) MemoryLimitBytes() int64 {
-	n, _ := parseSize(c.MemoryLimit)
-	return n
-}
-
-// parseSize reads bytes or a size with a binary (KiB, MiB, GiB) or decimal
-// (KB, MB, GB) unit; "off" is 0.
-func parseSize(v string) (int64, error) {
-	v = strings.TrimSpace(v)
-	if strings.EqualFold(v, "off") {
-		return 0, nil
-	}
-	num := strings.TrimRightFunc(v, func(r rune) bool { return r < '0' || r > '9' })
-	unit := strings.TrimSpace(v[len(num):])
-	mult := map[string]int64{"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "KB": 1e3, "MB": 1e6, "GB": 1e9}[strings.ToUpper(unit)]
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || mult == 0 || n < 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB, GiB, KB, MB or GB)", v)
-	}
-	return n * mult, nil
 }
 
 // Table returns the level table; valid after a successful [Load] or

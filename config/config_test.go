@@ -235,35 +235,3 @@ func TestUnknownVariables(t *testing.T) {
 		}
 	}
 }
-
-func TestMemoryLimit(t *testing.T) {
-	for _, tc := range []struct {
-		v    string
-		want int64
-		bad  bool
-	}{
-		{"", 40 << 20, false}, // the default
-		{"off", 0, false}, {"0", 0, false}, {"123", 123, false}, {"64MiB", 64 << 20, false},
-		{"1 GiB", 1 << 30, false}, {"64mb", 64e6, false}, {"2KiB", 2048, false},
-		{"64 MiBs", 0, true}, {"-1", 0, true}, {"lots", 0, true}, {"9999999999GiB", 0, true},
-	} {
-		env := map[string]string{}
-		if tc.v != "" {
-			env["KDELAY_MEMORY_LIMIT"] = tc.v
-		}
-		c, err := Load(env)
-		if tc.bad {
-			if err == nil || !strings.Contains(err.Error(), "KDELAY_MEMORY_LIMIT") {
-				t.Errorf("KDELAY_MEMORY_LIMIT=%q: err = %v, want one naming the variable", tc.v, err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("KDELAY_MEMORY_LIMIT=%q: %v", tc.v, err)
-			continue
-		}
-		if got := c.MemoryLimitBytes(); got != tc.want {
-			t.Errorf("KDELAY_MEMORY_LIMIT=%q: %d bytes, want %d", tc.v, got, tc.want)
-		}
-	}
-}

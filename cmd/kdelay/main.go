@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
 
@@ -41,13 +40,9 @@ func main() {
 // holds the KDELAY_* variables (nil: the process environment); ctx ending
 // is the signal to stop.
 func run(ctx context.Context, args []string, environ map[string]string, stdin io.Reader, stdout, stderr io.Writer) int {
-	a := &app{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}
 	if environ == nil {
-		// This process's own run: the process-wide memory limit is ours
-		// to set (never in tests, which pass their environment).
-		a.environ = environMap()
-		a.setMemoryLimit = debug.SetMemoryLimit
-		a.goMemLimit = os.Getenv("GOMEMLIMIT")
+		environ = environMap()
 	}
+	a := &app{environ: environ, stdin: stdin, stdout: stdout, stderr: stderr}
 	return a.execute(ctx, args)
 }

@@ -27,11 +27,6 @@ type app struct {
 	stderr  io.Writer
 
 	ran bool // a command's RunE started: its errors are failures, not usage errors
-
-	// setMemoryLimit applies KDELAY_MEMORY_LIMIT (runtime/debug's in the
-	// kdelay process, nil in tests); goMemLimit is GOMEMLIMIT, which wins.
-	setMemoryLimit func(int64) int64
-	goMemLimit     string
 }
 
 // usageError is a bad command line or configuration: exit code 2.

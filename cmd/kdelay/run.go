@@ -57,7 +57,6 @@ the group, stop the HTTP server.`,
 			log.Info("kdelay starting", "version", version, "brokers", strings.Join(cfg.Brokers, ","),
 				"topic", cfg.Topic, "group", cfg.Group, "levels", cfg.Table().String(),
 				"partitions", cfg.Table().Partitions(), "data_dir", cfg.DataDir)
-			a.applyMemoryLimit(cfg, log)
 			sc, err := newSidecar(cfg, log)
 			if err != nil {
 				return err
@@ -242,18 +241,4 @@ func (s *sidecar) Run(ctx context.Context) error {
 		})
 	}
 	return g.Wait()
-}
-
-// applyMemoryLimit sets the runtime's soft memory limit to
-// KDELAY_MEMORY_LIMIT unless GOMEMLIMIT is set (the runtime read it
-// already) or the limit is off.
-func (a *app) applyMemoryLimit(cfg config.Config, log *slog.Logger) {
-	switch n := cfg.MemoryLimitBytes(); {
-	case a.setMemoryLimit == nil:
-	case a.goMemLimit != "":
-		log.Info("memory limit from GOMEMLIMIT; KDELAY_MEMORY_LIMIT not applied", "GOMEMLIMIT", a.goMemLimit)
-	case n > 0:
-		a.setMemoryLimit(n)
-		log.Info("memory limit set", "limit", cfg.MemoryLimit)
-	}
 }

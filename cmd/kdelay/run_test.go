@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,8 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kdelay/kdelay/config"
 )
 
 func TestRunRefusesBadTopics(t *testing.T) {
@@ -428,34 +425,5 @@ func TestRunWaitsForBrokers(t *testing.T) {
 		s.done <- code // for the cleanup
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not stop within 20s of SIGTERM")
-	}
-}
-
-// TestApplyMemoryLimit: KDELAY_MEMORY_LIMIT is applied unless GOMEMLIMIT
-// is set or the limit is off.
-func TestApplyMemoryLimit(t *testing.T) {
-	for _, tc := range []struct {
-		limit, gomem string
-		want         int64 // -1: not applied
-	}{
-		{"", "", 40 << 20},
-		{"64MiB", "", 64 << 20},
-		{"off", "", -1},
-		{"64MiB", "200MiB", -1},
-	} {
-		env := map[string]string{}
-		if tc.limit != "" {
-			env["KDELAY_MEMORY_LIMIT"] = tc.limit
-		}
-		cfg, err := config.Load(env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := int64(-1)
-		a := &app{goMemLimit: tc.gomem, setMemoryLimit: func(n int64) int64 { got = n; return 0 }}
-		a.applyMemoryLimit(cfg, slog.New(slog.DiscardHandler))
-		if got != tc.want {
-			t.Errorf("KDELAY_MEMORY_LIMIT=%q GOMEMLIMIT=%q: applied %d, want %d", tc.limit, tc.gomem, got, tc.want)
-		}
 	}
 }

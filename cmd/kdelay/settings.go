@@ -48,7 +48,6 @@ var relaySettings = []setting{
 	{"data-dir", "DATA_DIR", "string", "directory of the local timer wheel"},
 	{"http-addr", "HTTP_ADDR", "string", `address of /metrics, /healthz and /readyz; "off" disables`},
 	{"shutdown-timeout", "SHUTDOWN_TIMEOUT", "duration", "bound of the graceful shutdown"},
-	{"memory-limit", "MEMORY_LIMIT", "string", `soft memory limit of the Go runtime (e.g. 40MiB; "off": none) when GOMEMLIMIT is not set`},
 	{"max-delay", "MAX_DELAY", "duration", "records due later than this after their timestamp are dead-lettered"},
 	{"wheel-horizon", "WHEEL_HORIZON", "duration", "longest wait the local wheel takes; longer ones cascade (default: largest gap between levels)"},
 	{"wheel-sync", "WHEEL_SYNC", "string", "wheel fsync policy: batch, interval or none"},
