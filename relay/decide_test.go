@@ -143,3 +143,31 @@ func BenchmarkLevelRecord(b *testing.B) {
 		}
 	}
 }
+
+// TestIdle: OnIdle once per busy spell, IdleAfter after its last busy
+// iteration.
+func TestIdle(t *testing.T) {
+	calls := 0
+	r := &Relay{idleAfter: 2 * time.Second, onIdle: func() { calls++ }}
+	t0 := time.UnixMilli(1_000_000)
+	for _, step := range []struct {
+		at    time.Duration
+		busy  bool
+		calls int
+	}{
+		{0, false, 0},                    // idle from the start: nothing to report
+		{time.Second, true, 0},           // busy
+		{2 * time.Second, false, 0},      // 1s quiet
+		{3 * time.Second, false, 1},      // 2s quiet: reported
+		{10 * time.Second, false, 1},     // once
+		{11 * time.Second, true, 1},      // busy again
+		{12 * time.Second, true, 1},      //
+		{13*time.Second + 999, false, 1}, // not yet 2s
+		{14 * time.Second, false, 2},     // reported again
+	} {
+		r.idle(t0.Add(step.at), step.busy)
+		if calls != step.calls {
+			t.Fatalf("at +%s (busy %v): OnIdle called %d times, want %d", step.at, step.busy, calls, step.calls)
+		}
+	}
+}

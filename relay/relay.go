@@ -75,6 +75,15 @@ type Options struct {
 	// OpenWheel opens the local timer store; default [wheel.Open]. Tests
 	// use it to make the store fail.
 	OpenWheel func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
+	// OnIdle is called, from the relay's loop, when it goes idle after a
+	// busy spell: IdleAfter without a record to handle after an
+	// iteration that handled some. The kdelay process returns its memory
+	// to the OS there (runtime/debug.FreeOSMemory): after a burst the Go
+	// heap, and so the RSS, would otherwise stay near its peak for
+	// minutes. Default: nothing.
+	OnIdle func()
+	// IdleAfter is the quiet time before OnIdle; default 2s.
+	IdleAfter time.Duration
 }
 
 // Relay forwards delay-topic records when due. Create it with [New], run it
@@ -92,6 +101,9 @@ type Relay struct {
 	// deciding its own batch, so deciding overlaps the acks. Written by
 	// the loop under mu.
 	prev      *attempts
+	onIdle    func()
+	idleAfter time.Duration
+	busyAt    time.Time // last iteration that handled records; zero once idle was reported (loop only)
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
@@ -181,6 +193,8 @@ func New(opts Options) (*Relay, error) {
 		maxBytes:  opts.MaxPartitionBytes,
 		metaLimit: opts.MetadataLimit,
 		openW:     opts.OpenWheel,
+		onIdle:    opts.OnIdle,
+		idleAfter: opts.IdleAfter,
 		parts:     make(map[int32]*partState),
 		resync:    make(map[int32]int64),
 	}
@@ -192,6 +206,9 @@ func New(opts Options) (*Relay, error) {
 	}
 	if r.maxBatch <= 0 {
 		r.maxBatch = 4096
+	}
+	if r.idleAfter <= 0 {
+		r.idleAfter = 2 * time.Second
 	}
 	if r.maxBytes <= 0 {
 		r.maxBytes = 8 << 20
@@ -481,6 +498,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.mu.Unlock()
 		r.m.ready.Set(boolFloat(r.Ready()))
 		r.cl.AllowRebalance()
+		r.idle(now, len(b)+len(solo) > 0)
 	}
 	// Shutdown: what is in flight lands (or the shutdown timeout passes),
 	// and what landed is committed.
@@ -494,6 +512,20 @@ func (r *Relay) loop(ctx, work context.Context) error {
 	r.mu.Unlock()
 	r.commit(work, offsets)
 	return nil
+}
+
+// idle calls onIdle once the loop has had nothing to handle for idleAfter
+// since it last had (busy says whether this iteration had).
+func (r *Relay) idle(now time.Time, busy bool) {
+	switch {
+	case busy:
+		r.busyAt = now
+	case !r.busyAt.IsZero() && now.Sub(r.busyAt) >= r.idleAfter:
+		r.busyAt = time.Time{}
+		if r.onIdle != nil {
+			r.onIdle()
+		}
+	}
 }
 
 func boolFloat(b bool) float64 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -214,7 +215,7 @@ func (s *sidecar) Run(ctx context.Context) error {
 		if err := waitForTopics(gctx, s.cfg, s.log); err != nil || gctx.Err() != nil {
 			return err
 		}
-		r, err := relay.New(relay.Options{Config: s.cfg, Log: s.log, Registry: s.reg, KafkaOpts: s.kopts})
+		r, err := relay.New(relay.Options{Config: s.cfg, Log: s.log, Registry: s.reg, KafkaOpts: s.kopts, OnIdle: debug.FreeOSMemory})
 		if err != nil {
 			return err
 		}
