@@ -104,7 +104,11 @@ type commitReq struct {
 // can advance, the lowest offset not yet done (the lowest of the first wheel
 // entry still pending, the first record in flight or being retried and the
 // first offset not handled) with its metadata. r.mu is held.
-func (r *Relay) commitOffsets() map[int32]commitReq {
+func (r *Relay) commitOffsets() map[int32]commitReq { return r.commitOffsetsAll(false) }
+
+// commitOffsetsAll is commitOffsets; with all, it includes the partitions
+// whose commit would not change. r.mu is held.
+func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 	out := make(map[int32]commitReq)
 	for p, ps := range r.parts {
 		if ps.handled < 0 {
@@ -117,7 +121,7 @@ func (r *Relay) commitOffsets() map[int32]commitReq {
 			}
 		}
 		end := ps.handled + 1
-		if off <= ps.commit && end <= ps.commitEnd && !ps.dirty {
+		if !all && off <= ps.commit && end <= ps.commitEnd && !ps.dirty {
 			continue
 		}
 		md, done := r.metadata(p, ps, off, end)
@@ -189,10 +193,11 @@ func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
 
 // commit commits reqs synchronously, each with its metadata, without
 // holding r.mu. It runs every iteration, so a failed commit is retried
-// even when no new record arrives.
-func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) {
+// even when no new record arrives. It returns the commit's error, if any
+// (already logged).
+func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) error {
 	if len(reqs) == 0 {
-		return
+		return nil
 	}
 	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		for i := range req.Topics {
@@ -242,4 +247,5 @@ func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) {
 		// re-deliver more, never lose anything.
 		r.log.Warn("commit failed", "err", cerr)
 	}
+	return cerr
 }

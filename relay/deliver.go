@@ -48,7 +48,8 @@ type item struct {
 	ackedAt   time.Time
 	sentAt    time.Time // when the current attempt was handed over
 	finished  atomic.Bool
-	attempted bool // it.out was handed to the producer once (a later attempt sends a copy)
+	attempted bool      // it.out was handed to the producer once (a later attempt sends a copy)
+	group     *attempts // the attempts the current attempt belongs to (done when they all are)
 
 	// Retry state of an item whose produce failed.
 	isolate   bool          // produce alone: a whole batch failed as too large
@@ -375,6 +376,7 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 		ctx = withManual(ctx, mark)
 	}
 	rec.Context = ctx
+	it.group = at
 	at.add()
 	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil && mark != nil && mark.outOfRange.Load() {

@@ -104,6 +104,8 @@ type Relay struct {
 	onIdle    func()
 	idleAfter time.Duration
 	busyAt    time.Time // last iteration that handled records; zero once idle was reported (loop only)
+	lastIter  time.Time // end of the loop's last iteration (loop only)
+	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
@@ -446,6 +448,19 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			r.joined.Store(true)
 		}
 
+		// A loop that stood still past the session timeout (the process
+		// frozen, starved) may have lost its partitions without knowing
+		// yet: at least once, nothing fences its forwards, so it forwards
+		// nothing until a commit confirms it is still a member.
+		if r.txn == nil && !r.lastIter.IsZero() && r.now().Sub(r.lastIter) > r.cfg.SessionTimeout && !r.suspect {
+			r.suspect = true
+			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", r.now().Sub(r.lastIter).Round(time.Millisecond).String())
+		}
+		if r.suspect && r.confirmMember(work) {
+			r.suspect = false
+			r.log.Info("group membership confirmed")
+		}
+
 		// Rebalances are blocked from here to AllowRebalance: the seeks
 		// and the batch see one assignment.
 		r.mu.Lock()
@@ -461,7 +476,13 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			}
 		})
 		now := r.now()
-		b, solo, started := r.collect(work, now)
+		var b, solo []*item
+		started := newAttempts()
+		if r.suspect {
+			started.release() // records stay queued until membership is confirmed or lost
+		} else {
+			b, solo, started = r.collect(work, now)
+		}
 		r.mu.Unlock()
 
 		if r.txn != nil {
@@ -499,6 +520,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.m.ready.Set(boolFloat(r.Ready()))
 		r.cl.AllowRebalance()
 		r.idle(now, len(b)+len(solo) > 0)
+		r.lastIter = r.now()
 	}
 	// Shutdown: what is in flight lands (or the shutdown timeout passes),
 	// and what landed is committed.
@@ -616,6 +638,28 @@ func (r *Relay) updatePauses() {
 		r.cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: resume})
 	}
 }
+
+// confirmMember commits every owned partition again (its offset and
+// metadata as they stand): a member that lost its partitions is refused
+// (illegal generation, unknown member), and its client then reports them
+// lost. It reports whether the commit went through.
+func (r *Relay) confirmMember(ctx context.Context) bool {
+	r.mu.Lock()
+	reqs := r.commitOffsetsAll(true)
+	r.mu.Unlock()
+	if len(reqs) == 0 {
+		return true // nothing committed yet: nothing to lose by going on
+	}
+	if err := r.commit(ctx, reqs); err != nil {
+		r.log.Warn("group membership not confirmed", "err", err)
+		return false
+	}
+	return true
+}
+
+// handOverWait bounds how long a revoke waits for the revoked partitions'
+// produces in flight (the group's rebalance waits for it).
+const handOverWait = 5 * time.Second
 
 // slowProduce is how long a produce may be in flight before the relay
 // reports itself retrying (not ready).
@@ -852,25 +896,37 @@ func (r *Relay) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[strin
 	r.release(cl, revoked[r.cfg.Topic], "revoked")
 }
 
-// handOver, at least once, lets the last batch's produces to the revoked
-// partitions land (up to flightWait) and commits what is done, so that the
-// next owner does not deliver them again. Exactly-once mode has nothing in
-// flight here: every transaction ended with its iteration.
+// handOver, at least once, lets the produces in flight to the revoked
+// partitions land (up to handOverWait) and commits what is done, so that
+// the next owner does not deliver them again. Exactly-once mode has
+// nothing in flight here: every transaction ended with its iteration.
 func (r *Relay) handOver(ctx context.Context, ps []int32) {
 	if len(ps) == 0 || r.txn != nil || r.stopping.Load() {
 		return
 	}
 	r.mu.Lock()
-	prev := r.prev
-	r.mu.Unlock()
-	if prev != nil {
-		t := time.NewTimer(flightWait)
-		select {
-		case <-prev.done:
-		case <-t.C:
-		case <-ctx.Done():
+	var groups []*attempts
+	for _, p := range ps {
+		if st := r.parts[p]; st != nil {
+			for _, it := range st.flight {
+				if !it.finished.Load() && it.group != nil && !slices.Contains(groups, it.group) {
+					groups = append(groups, it.group)
+				}
+			}
 		}
-		t.Stop()
+	}
+	r.mu.Unlock()
+	t := time.NewTimer(handOverWait)
+	defer t.Stop()
+wait:
+	for _, g := range groups {
+		select {
+		case <-g.done:
+		case <-t.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	r.mu.Lock()
 	r.finish(nil, true)
