@@ -83,6 +83,9 @@ func (s *scenario) checkFaults(t *testing.T, label string, keys []string, faults
 	f := s.check(t, label, keys, maxDup)
 	s.checkInFlight(t, label, keys, f, faults...)
 	s.logDuplicates(f)
+	for _, ft := range faults {
+		logFirstCopies(t, s, f, ft)
+	}
 	return f
 }
 
@@ -123,8 +126,7 @@ func TestKill9Restart(t *testing.T) {
 				r2 := s.namedRelay("relay-a", dir)
 				t.Logf("restarted relay ready %s after the kill", time.Since(ft.at).Round(time.Millisecond))
 				s.await(keys, s.lastDue(keys).Add(restartReady), r2)
-				f := s.checkFaults(t, label, keys, ft)
-				logFirstCopies(t, s, f, ft)
+				s.checkFaults(t, label, keys, ft)
 				r2.stop()
 			})
 		}
@@ -132,7 +134,9 @@ func TestKill9Restart(t *testing.T) {
 }
 
 // logFirstCopies logs over how long the first copies of the duplicated
-// records were forwarded, and how long before the fault.
+// records were forwarded, how long before the fault, and in how many
+// produce iterations of the relay (distinct timestamps: the relay stamps
+// every record of an iteration with the same time).
 func logFirstCopies(t *testing.T, s *scenario, f figures, ft fault) {
 	t.Helper()
 	var first []time.Time
@@ -142,9 +146,11 @@ func logFirstCopies(t *testing.T, s *scenario, f figures, ft fault) {
 	if len(first) == 0 {
 		return
 	}
-	lo, hi := slices.MinFunc(first, time.Time.Compare), slices.MaxFunc(first, time.Time.Compare)
-	t.Logf("%d duplicated records: first copies forwarded from %s to %s before the %s (a window of %s)",
-		len(first), fmtDur(ft.at.Sub(lo)), fmtDur(ft.at.Sub(hi)), ft.what, fmtDur(hi.Sub(lo)))
+	slices.SortFunc(first, time.Time.Compare)
+	lo, hi := first[0], first[len(first)-1]
+	iterations := len(slices.CompactFunc(slices.Clone(first), time.Time.Equal))
+	t.Logf("%d duplicated records: first copies forwarded in %d produce iterations, from %s to %s before the %s (a window of %s)",
+		len(first), iterations, fmtDur(ft.at.Sub(lo)), fmtDur(ft.at.Sub(hi)), ft.what, fmtDur(hi.Sub(lo)))
 }
 
 // TestGracefulRestart: the relay stops (SIGTERM, exit 0) at 40% delivered
