@@ -141,7 +141,7 @@ func logFirstCopies(t *testing.T, s *scenario, f figures, ft fault) {
 	t.Helper()
 	var first []time.Time
 	for _, k := range f.dupKeys {
-		first = append(first, s.obs.arrivals(k)[0].ts)
+		first = append(first, byForwarded(s.obs.arrivals(k))[0].ts)
 	}
 	if len(first) == 0 {
 		return
@@ -247,11 +247,11 @@ func TestZombie(t *testing.T) {
 				t.Fatal(err)
 			}
 			ft := s.faultNow(t, "SIGSTOP of relay-b")
+			t.Logf("relay-b frozen with %d of %d records delivered", s.obs.arrived(keys), len(keys))
 			waitFor(t, time.Minute, "relay-a owns every partition", func() bool {
 				return a.metric("kdelay_assigned_partitions") == float64(s.tab.Partitions())
 			}, a)
-			t.Logf("relay-b frozen with %d of %d records delivered; relay-a took every partition %s later",
-				s.obs.arrived(keys), len(keys), time.Since(ft.at).Round(time.Millisecond))
+			t.Logf("relay-a took every partition %s after the SIGSTOP", time.Since(ft.at).Round(time.Millisecond))
 			if err := b.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
