@@ -207,6 +207,10 @@ func (s *scenario) checkInFlight(t *testing.T, label string, keys []string, f fi
 			if !a[0].ts.Before(ft.at) {
 				why = append(why, fmt.Sprintf("first copy forwarded at %s, %s after the fault", fmtTime(a[0].ts), fmtDur(a[0].ts.Sub(ft.at))))
 			}
+			if again := a[1].ts; again.Before(ft.at) {
+				why = append(why, fmt.Sprintf("its second copy was forwarded at %s, %s before the fault: something else (a rebalance?) re-delivered it",
+					fmtTime(again), fmtDur(ft.at.Sub(again))))
+			}
 			if has && c.covers(o) {
 				if o < c.offset {
 					why = append(why, fmt.Sprintf("below the committed offset %d", c.offset))

@@ -179,6 +179,16 @@ func TestGracefulRestart(t *testing.T) {
 // level), a third joins while records are pending (every relay must own
 // partitions), then the second is killed (SIGKILL) at 40% delivered; the
 // other two take over its partitions once its session times out.
+//
+// Known failure, at-least-once mode, intermittent (1 of 3 real-broker
+// runs on 2 loaded cores, 2026-12-01): records a relay forwarded shortly
+// before the join's cooperative rebalance revoked their partition come
+// again from the new owner, before any fault. The relay's revoke handler
+// (relay.go release) forgets the partition without waiting for the
+// produces still in flight (a batch waits at most flightWait, 250 ms, for
+// its acks) or committing them, so the new owner re-reads them from the
+// older committed offset. The fix is in the relay (drain and commit the
+// revoked partitions in onRevoked, as the shutdown does), not here.
 func TestRelaysOneKilled(t *testing.T) {
 	t.Parallel()
 	for _, mode := range deliveryModes {
