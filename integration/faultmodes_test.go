@@ -237,6 +237,15 @@ func TestRelaysOneKilled(t *testing.T) {
 // SIGSTOP: the frozen relay commits nothing after it. In exactly-once mode
 // the zombie must not get a single record committed: its transactions are
 // fenced by the group generation.
+//
+// Known failure, at-least-once mode, intermittent (1 of 3 real-broker
+// runs, 2026-12-01): the woken zombie forwards records that came due in
+// its wheel during the freeze, for partitions the group gave away, before
+// its client learns it is no longer a member (the heartbeat's
+// UNKNOWN_MEMBER_ID comes a few hundred ms later): duplicates stamped after
+// the fault. Nothing fences an at-least-once relay; the fix is in the
+// relay (e.g. after a stall longer than the session timeout, confirm the
+// membership, by a commit or a heartbeat, before forwarding), not here.
 func TestZombie(t *testing.T) {
 	t.Parallel()
 	for _, mode := range deliveryModes {
