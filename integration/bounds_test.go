@@ -3,11 +3,17 @@ package integration
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kdelay/kdelay/offsetmap"
 )
 
 // noFaultP99 bounds the p99 lateness (forwarded timestamp - due time) of a
@@ -29,9 +35,33 @@ func checkP99(t *testing.T, label string, f figures, bound time.Duration) {
 	}
 }
 
-// committedNow reads the group's committed offsets of the delay topic
-// (partitions without a commit are absent).
-func (s *scenario) committedNow(t *testing.T) map[int32]int64 {
+// committedState is a delay-topic partition's committed state: the
+// committed offset and the done set its commit metadata carries (relay
+// commit.go, package offsetmap).
+type committedState struct {
+	offset int64
+	done   offsetmap.Set // empty when the metadata carries none
+}
+
+// covers reports whether the committed state says offset o is done: below
+// the committed offset, or in the done set above it. A next owner skips
+// exactly these.
+func (c committedState) covers(o int64) bool { return o < c.offset || c.done.Done(o) }
+
+// commitMetaPrefix and commitMetaDone are the documented form of the
+// relay's commit metadata (relay/commit.go; DESIGN, docs/design.md):
+//
+//	kdelay/1 levels=<table> / <k>[;done=<offsetmap>]
+const (
+	commitMetaPrefix = "kdelay/1 levels="
+	commitMetaDone   = ";done="
+)
+
+// committedNow reads the group's committed offsets of the delay topic and
+// the done sets in their metadata (partitions without a commit are
+// absent). A done set that does not decode fails the test: the relay wrote
+// it, and a next owner would ignore it.
+func (s *scenario) committedNow(t *testing.T) map[int32]committedState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -39,32 +69,167 @@ func (s *scenario) committedNow(t *testing.T) map[int32]int64 {
 	if err != nil {
 		t.Fatalf("fetch committed offsets: %v", err)
 	}
-	out := map[int32]int64{}
+	out := map[int32]committedState{}
 	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == s.topic && o.Err == nil && o.At >= 0 {
-			out[o.Partition] = o.At
+		if o.Topic != s.topic || o.Err != nil || o.At < 0 {
+			return
 		}
+		c := committedState{offset: o.At}
+		if !strings.HasPrefix(o.Metadata, commitMetaPrefix) {
+			t.Logf("partition %d committed at %d with metadata %q, not the relay's %q...: no done set", o.Partition, o.At, o.Metadata, commitMetaPrefix)
+		} else if _, enc, ok := strings.Cut(o.Metadata, commitMetaDone); ok {
+			done, err := offsetmap.Decode(enc, o.At)
+			if err != nil {
+				t.Errorf("partition %d committed at %d: done set %q: %v", o.Partition, o.At, enc, err)
+			}
+			c.done = done
+		}
+		out[o.Partition] = c
 	})
 	return out
 }
 
-// checkDupsAbove checks the duplicate bound of a fault: only records at or
-// above their partition's committed offset, read right after the fault,
-// may come twice (what the next owner re-reads; in at-least-once mode that
-// is the batch in flight plus what the wheel held the commit back for).
-// Anything below was done and committed, and must not come again.
-func (s *scenario) checkDupsAbove(t *testing.T, label string, f figures, committed map[int32]int64) {
+// fault is what a test knows of a fault: when it happened (nothing the
+// failed relay forwards is stamped later, except a zombie's after it
+// wakes) and the group's committed state read right after it (before any
+// other relay could take over the partitions).
+type fault struct {
+	what      string
+	at        time.Time
+	committed map[int32]committedState
+}
+
+// faultNow marks a fault that has just happened: the time, then the
+// committed state.
+func (s *scenario) faultNow(t *testing.T, what string) fault {
 	t.Helper()
-	for _, k := range f.dupKeys {
-		s.mu.Lock()
-		sr := s.sent[k]
-		s.mu.Unlock()
-		if c, ok := committed[sr.partition]; ok && sr.offset < c {
-			t.Errorf("%s: record %s (delay-topic %d/%d) delivered %d times, but it was below the commit %d read right after the fault",
-				label, k, sr.partition, sr.offset, len(s.obs.arrivals(k)), c)
+	at := time.Now()
+	return fault{what: what, at: at, committed: s.committedNow(t)}
+}
+
+func (f fault) String() string {
+	var b strings.Builder
+	for _, p := range slices.Sorted(maps.Keys(f.committed)) {
+		c := f.committed[p]
+		fmt.Fprintf(&b, " %d:%d", p, c.offset)
+		if c.done.End > c.done.Base {
+			fmt.Fprintf(&b, "+done[%d,%d)-%d open", c.done.Base, c.done.End, len(c.done.Open))
 		}
 	}
-	t.Logf("%s: %d duplicates, all at or above the commits read right after the fault %v", label, f.duplicated, committed)
+	return fmt.Sprintf("%s at %s, committed%s", f.what, fmtTime(f.at), b.String())
+}
+
+// sourceOf parses a forwarded copy's kdelay-source ("<topic>/<partition>/
+// <offset>": the delay-topic record it was forwarded from).
+func (s *scenario) sourceOf(a arrival) (int32, int64, bool) {
+	rest, ok := strings.CutPrefix(a.source, s.topic+"/")
+	if !ok {
+		return 0, 0, false
+	}
+	pt, ot, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, false
+	}
+	p, err1 := strconv.ParseInt(pt, 10, 32)
+	o, err2 := strconv.ParseInt(ot, 10, 64)
+	return int32(p), o, err1 == nil && err2 == nil
+}
+
+// byForwarded sorts the copies of a record by their timestamp, the time
+// the relay forwarded them (an arrival order may differ: a zombie's copy
+// stamped before it froze lands after it resumes, behind the copy of the
+// relay that took over).
+func byForwarded(a []arrival) []arrival {
+	slices.SortStableFunc(a, func(x, y arrival) int { return x.ts.Compare(y.ts) })
+	return a
+}
+
+// checkInFlight checks the at-least-once duplicate bound of faults: every
+// duplicated record was in flight at one of them, that is
+//
+//	(a) its first copy was forwarded (stamped by the relay's producer:
+//	    the earliest timestamp of its copies) before the fault, and
+//	(b) the delay-topic record it came from was not covered by the
+//	    group's committed state read right after the fault: at or above
+//	    the committed offset and not in the done set of the commit
+//	    metadata (what a next owner skips).
+//
+// Every copy of a duplicated record must come from the same delay-topic
+// record (a cascade duplicated would need the cascade's own state). It
+// logs how many records were in flight (forwarded before the fault and
+// not covered: the most that may come twice) and returns that number for
+// the last fault.
+func (s *scenario) checkInFlight(t *testing.T, label string, keys []string, f figures, faults ...fault) int {
+	t.Helper()
+	inFlight := func(ft fault, first arrival, p int32, o int64) bool {
+		c, ok := ft.committed[p]
+		return first.ts.Before(ft.at) && (!ok || !c.covers(o))
+	}
+	counts := make([]int, len(faults))
+	for _, k := range keys {
+		a := s.obs.arrivals(k)
+		if len(a) == 0 {
+			continue
+		}
+		a = byForwarded(a)
+		p, o, ok := s.sourceOf(a[0])
+		if !ok {
+			continue // a dead letter: its source is checked by check
+		}
+		for i, ft := range faults {
+			if inFlight(ft, a[0], p, o) {
+				counts[i]++
+			}
+		}
+	}
+	for _, k := range f.dupKeys {
+		a := byForwarded(s.obs.arrivals(k))
+		p, o, ok := s.sourceOf(a[0])
+		if !ok {
+			t.Errorf("%s: duplicated record %s: kdelay-source %q not of the delay topic", label, k, a[0].source)
+			continue
+		}
+		for _, c := range a[1:] {
+			if cp, co, _ := s.sourceOf(c); cp != p || co != o {
+				t.Errorf("%s: duplicated record %s: copies from %s and %s (a duplicated cascade)", label, k, a[0].source, c.source)
+			}
+		}
+		ok = false
+		for _, ft := range faults {
+			ok = ok || inFlight(ft, a[0], p, o)
+		}
+		if ok {
+			continue
+		}
+		for _, ft := range faults {
+			c, has := ft.committed[p]
+			var why []string
+			if !a[0].ts.Before(ft.at) {
+				why = append(why, fmt.Sprintf("first copy forwarded at %s, %s after the fault", fmtTime(a[0].ts), fmtDur(a[0].ts.Sub(ft.at))))
+			}
+			if again := a[1].ts; again.Before(ft.at) {
+				why = append(why, fmt.Sprintf("its second copy was forwarded at %s, %s before the fault: something else (a rebalance?) re-delivered it",
+					fmtTime(again), fmtDur(ft.at.Sub(again))))
+			}
+			if has && c.covers(o) {
+				if o < c.offset {
+					why = append(why, fmt.Sprintf("below the committed offset %d", c.offset))
+				} else {
+					why = append(why, fmt.Sprintf("in the committed done set [%d,%d) above offset %d", c.done.Base, c.done.End, c.offset))
+				}
+			}
+			t.Errorf("%s: record %s (delay-topic %d/%d) delivered %d times, but it was not in flight at the %s: %s",
+				label, k, p, o, len(a), ft.what, strings.Join(why, "; "))
+		}
+	}
+	for i, ft := range faults {
+		t.Logf("%s: %d records in flight at the %s (forwarded before it, not covered by the committed state read right after it)", label, counts[i], ft)
+	}
+	t.Logf("%s: %d duplicates, each checked to be a record in flight at a fault", label, f.duplicated)
+	if len(counts) == 0 {
+		return 0
+	}
+	return counts[len(counts)-1]
 }
 
 // checkFIFO checks FIFO per level (README Guarantees): in each target

@@ -33,9 +33,13 @@
 // failure; they are stopped with SIGTERM (exit 0 expected) or SIGKILL.
 //
 // Every scenario reports, on one line and as a row of the markdown file
-// named by KDELAY_TEST_REPORT, the records sent, delivered, duplicated,
-// early (must be 0) and lost (must be 0), and the lateness p50/p99/max,
-// both as forwarded record timestamp − kdelay-due-at and as observed
-// arrival − kdelay-due-at. docs/integration.md lists the scenarios, how
-// to run each tier, and the figures of a real-broker run.
+// named by KDELAY_TEST_REPORT, its delivery mode, the records sent,
+// delivered, duplicated, early (must be 0) and lost (must be 0), and the
+// lateness p50/p99/max, both as forwarded record timestamp − kdelay-due-at
+// and as observed arrival − kdelay-due-at; TestMain prints all the rows,
+// by scenario and mode, as one table at the end. The fault scenarios of
+// faultmodes_test.go run in both delivery modes: exactly-once allows no
+// duplicate, at-least-once only records in flight at the fault
+// (checkInFlight). docs/integration.md lists the scenarios, how to run
+// each tier, and the figures of a real-broker run.
 package integration

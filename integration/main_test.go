@@ -119,7 +119,9 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	fmt.Printf("integration: tier %s, brokers %s, binary %s (race %v)\n", suite.tier, strings.Join(suite.seeds, ","), suite.bin, suite.race)
-	return m.Run()
+	code := m.Run()
+	printSummary(os.Stdout)
+	return code
 }
 
 // moduleRoot is the directory of the main module (the tests run in

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -174,28 +176,49 @@ func triple(ds []time.Duration) string {
 	return fmt.Sprintf("%s / %s / %s", fmtDur(pct(ds, 0.5)), fmtDur(pct(ds, 0.99)), fmtDur(pct(ds, 1)))
 }
 
-var reportMu sync.Mutex
+var (
+	reportMu sync.Mutex
+	// reported are the rows of every scenario that ran, for the summary
+	// printed at the end of the suite.
+	reported []reportRow
+)
 
-// report logs the figures on one line and appends them as a row to the
-// markdown file named by KDELAY_TEST_REPORT, if set.
+// reportRow is one scenario's line of the summary.
+type reportRow struct {
+	tier, label, mode string
+	f                 figures
+	wall              time.Duration
+}
+
+const reportHeader = "| tier | scenario | mode | sent | delivered | duplicated | early | lost | dead-lettered | lateness ts−due p50 / p99 / max | arrival−due p50 / p99 / max | wall |\n" +
+	"|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|\n"
+
+func (r reportRow) String() string {
+	return fmt.Sprintf("| %s | %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n",
+		r.tier, r.label, r.mode, r.f.sent, r.f.delivered, r.f.duplicated, r.f.early, r.f.lost, r.f.dead,
+		triple(slices.Clone(r.f.late)), triple(slices.Clone(r.f.arrive)), r.wall)
+}
+
+// report logs the figures on one line, keeps them for the summary, and
+// appends them as a row to the markdown file named by KDELAY_TEST_REPORT,
+// if set.
 func (s *scenario) report(t *testing.T, label string, f figures) {
 	t.Helper()
-	wall := time.Since(s.begun).Round(100 * time.Millisecond)
-	t.Logf("REPORT %s [%s]: sent=%d delivered=%d duplicated=%d early=%d lost=%d dead-lettered=%d lateness(ts-due) p50/p99/max=%s arrival-due p50/p99/max=%s wall=%s",
-		label, s.tier, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), wall)
+	row := reportRow{tier: s.tier, label: label, mode: s.mode(), f: f, wall: time.Since(s.begun).Round(100 * time.Millisecond)}
+	t.Logf("REPORT %s [%s, %s]: sent=%d delivered=%d duplicated=%d early=%d lost=%d dead-lettered=%d lateness(ts-due) p50/p99/max=%s arrival-due p50/p99/max=%s wall=%s",
+		label, s.tier, row.mode, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), row.wall)
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	reported = append(reported, row)
 	path := os.Getenv(envReport)
 	if path == "" {
 		return
 	}
-	reportMu.Lock()
-	defer reportMu.Unlock()
 	var b strings.Builder
 	if st, err := os.Stat(path); err != nil || st.Size() == 0 {
-		b.WriteString("| tier | scenario | sent | delivered | duplicated | early | lost | dead-lettered | lateness ts−due p50 / p99 / max | arrival−due p50 / p99 / max | wall |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|\n")
+		b.WriteString(reportHeader)
 	}
-	fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %s | %s | %s |\n",
-		s.tier, label, f.sent, f.delivered, f.duplicated, f.early, f.lost, f.dead, triple(f.late), triple(f.arrive), wall)
+	b.WriteString(row.String())
 	fh, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Errorf("%s: %v", envReport, err)
@@ -205,4 +228,25 @@ func (s *scenario) report(t *testing.T, label string, f figures) {
 	if _, err := fh.WriteString(b.String()); err != nil {
 		t.Errorf("%s: %v", envReport, err)
 	}
+}
+
+// printSummary prints the rows of every scenario that ran, by scenario
+// and mode, as one markdown table (TestMain calls it after the tests).
+func printSummary(w io.Writer) {
+	reportMu.Lock()
+	defer reportMu.Unlock()
+	if len(reported) == 0 {
+		return
+	}
+	rows := slices.Clone(reported)
+	slices.SortStableFunc(rows, func(a, b reportRow) int {
+		return cmp.Or(cmp.Compare(a.label, b.label), cmp.Compare(a.mode, b.mode))
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nintegration: summary of %d scenarios (per scenario and delivery mode)\n\n", len(rows))
+	b.WriteString(reportHeader)
+	for _, r := range rows {
+		b.WriteString(r.String())
+	}
+	_, _ = io.WriteString(w, b.String())
 }
