@@ -448,14 +448,6 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			r.joined.Store(true)
 		}
 
-		// A loop that stood still past the session timeout (the process
-		// frozen, starved) may have lost its partitions without knowing
-		// yet: at least once, nothing fences its forwards, so it forwards
-		// nothing until a commit confirms it is still a member.
-		if r.txn == nil && !r.lastIter.IsZero() && r.now().Sub(r.lastIter) > r.cfg.SessionTimeout && !r.suspect {
-			r.suspect = true
-			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", r.now().Sub(r.lastIter).Round(time.Millisecond).String())
-		}
 		if r.suspect && r.confirmMember(work) {
 			r.suspect = false
 			r.log.Info("group membership confirmed")
@@ -476,6 +468,16 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			}
 		})
 		now := r.now()
+		// A loop that stood still past the session timeout since its last
+		// iteration (the process frozen, starved) may have lost its
+		// partitions without knowing yet: at least once, nothing fences
+		// its forwards, so it forwards nothing until a commit confirms it
+		// is still a member (next iteration, confirmMember). Checked with
+		// the time the batch is decided at.
+		if r.txn == nil && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.cfg.SessionTimeout {
+			r.suspect = true
+			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", now.Sub(r.lastIter).Round(time.Millisecond).String())
+		}
 		var b, solo []*item
 		started := newAttempts()
 		if r.suspect {
