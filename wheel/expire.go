@@ -228,6 +228,10 @@ func (w *Wheel) dropDead() {
 // scan loads the pending entries of tick t into the tick queue and narrows
 // the slot's span to what is left for later laps.
 func (w *Wheel) scan(t int64) error {
+	w.scans++
+	if w.scans%releaseEvery == 0 {
+		w.releaseMapped()
+	}
 	s := w.slotOf(t)
 	start, end := t*w.g.tick, (t+1)*w.g.tick
 	later := (t + int64(w.g.nslots)) * w.g.tick // earliest due of this slot's next lap
@@ -291,6 +295,24 @@ func (w *Wheel) scan(t int64) error {
 	}
 	w.nextKnown = false
 	return nil
+}
+
+// releaseEvery is how many scans go by between two releaseMapped.
+const releaseEvery = 64
+
+// releaseMapped drops the pages of the segment mappings from the process's
+// resident set. A scan reads a few pages of every segment; without this,
+// the pages read stay mapped until the segment is closed, so over an hour
+// every page of every segment counts in the RSS. Compacted segments are
+// read almost sequentially, so mapping their pages again costs a fault per
+// 64 KiB or so (the kernel's fault-around) every releaseEvery ticks.
+func (w *Wheel) releaseMapped() {
+	if !mappedWrites {
+		return // data is a private copy, not a mapping
+	}
+	for _, s := range w.segs {
+		release(s.data)
+	}
 }
 
 // chainCursor is the next record of a slot chain being walked.

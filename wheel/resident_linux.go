@@ -1,0 +1,12 @@
+package wheel
+
+import "syscall"
+
+// release drops the page-table entries of b, a shared read-only mapping of
+// a file: the process's RSS no longer counts those pages (the page cache
+// keeps them), and the next read maps them again from the page cache.
+func release(b []byte) {
+	if len(b) > 0 {
+		syscall.Madvise(b, syscall.MADV_DONTNEED) // advice only: an error changes nothing
+	}
+}

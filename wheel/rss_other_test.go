@@ -1,0 +1,12 @@
+//go:build !linux
+
+package wheel
+
+import (
+	"testing"
+	"time"
+)
+
+func reportRSS(*testing.B, string) {}
+
+func cpuTime() time.Duration { return 0 }
