@@ -3,6 +3,7 @@ package wheel
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"sync/atomic"
@@ -254,25 +255,41 @@ func (j *compactJob) compact() error {
 		}
 		return uint32(m)
 	}
-	// Pass 1, sequential: every entry's position and slot, and the counts.
+	// Pass 1, sequential, headers only: every entry's position and slot,
+	// and the counts per slot. Checksums are checked in pass 2, before a
+	// record is copied: a damaged record stops the compaction there.
 	count := make([]uint32, g.nslots+1)
-	var pos0, slot0 []uint32
+	pos0 := make([]uint32, 0, s.entries)
+	slot0 := make([]uint32, 0, s.entries)
 	out := int64(segHeaderSize)
 	for pos := int64(segHeaderSize); pos < s.size; {
-		kind, size, ok := parseRecord(data[pos:])
-		if !ok || pos+int64(alignUp(size)) > s.size {
+		if s.size-pos < markHeaderSize {
+			j.bad = fmt.Sprintf("short record at offset %d", pos)
+			return nil
+		}
+		size, kind := int64(le.Uint32(data[pos+4:])), data[pos+8]
+		next := pos + int64(alignUp(int(size)))
+		if size < markHeaderSize || size > entryHeaderSize+MaxPayload || next > s.size ||
+			(kind == kindEntry && size < entryHeaderSize) {
 			j.bad = fmt.Sprintf("bad record at offset %d", pos)
 			return nil
 		}
-		if kind == kindEntry {
+		if kind != kindEntry {
+			// marks are left out: check them in full, so that a damaged
+			// entry cannot pass for a mark and be dropped
+			if _, _, ok := parseRecord(data[pos:s.size]); !ok {
+				j.bad = fmt.Sprintf("bad record at offset %d", pos)
+				return nil
+			}
+		} else {
 			sl := slotOf(int64(le.Uint64(data[pos+32:])))
 			pos0 = append(pos0, uint32(pos))
 			slot0 = append(slot0, sl)
 			count[sl+1]++
-			out += int64(alignUp(size))
+			out += next - pos
 		}
-		pos += int64(alignUp(size))
-		if j.abort.Load() {
+		pos = next
+		if len(pos0)%65536 == 0 && j.abort.Load() {
 			return errAborted
 		}
 	}
@@ -305,6 +322,7 @@ func (j *compactJob) compact() error {
 	buf = append(buf, encodeSegHeader(s.id, g, uint32(out))...)
 	written := int64(0)
 	heads := make([]uint32, g.nslots)
+	var crcs prevPatcher
 	var touch byte
 	last := len(data) - 1
 	sl, groupEnd := 0, int(count[0]) // count[s] is now where group s ends
@@ -333,14 +351,19 @@ func (j *compactJob) compact() error {
 				return errAborted
 			}
 		}
+		if le.Uint32(r) != checksum(r[4:size]) {
+			j.bad = fmt.Sprintf("checksum of the record at offset %d", p)
+			return nil
+		}
 		npos := uint32(written + int64(len(buf)))
 		start := len(buf)
 		var zeros [recordAlign]byte
 		buf = append(buf, r[:size]...)
 		buf = append(buf, zeros[:padded-size]...)
 		rec := buf[start : start+size]
+		old := le.Uint32(rec[20:])
 		le.PutUint32(rec[20:], heads[sl])
-		le.PutUint32(rec[0:], checksum(rec[4:]))
+		le.PutUint32(rec[0:], crcs.patch(le.Uint32(rec[0:]), rec[4:], old^heads[sl]))
 		heads[sl] = npos
 	}
 	j.touched = touch
@@ -362,4 +385,63 @@ func (j *compactJob) compact() error {
 	}
 	j.size, j.heads, j.entries = out, heads, int64(len(order))
 	return nil
+}
+
+// prevPatcher updates the checksum of an entry record whose prev field
+// changed, without reading the record again. CRC-32C is linear: for
+// messages of equal length, crc(m xor d) = crc(m) xor raw(d), where raw is
+// the CRC without its initial and final inversion, and d is zero but for the
+// 4 bytes of prev (at offset 16 of the checksummed part [4, size)). raw(d)
+// is linear in those 4 bytes: one table of 4 x 256 values per message
+// length, built from 32 basis values. Lengths beyond the first 64 seen are
+// checksummed in full.
+type prevPatcher struct {
+	tables map[int]*[4][256]uint32
+}
+
+const prevAt = 16 // offset of prev in the checksummed part of an entry
+
+func (pp *prevPatcher) patch(crc uint32, msg []byte, delta uint32) uint32 {
+	if delta == 0 {
+		return crc
+	}
+	t := pp.table(len(msg))
+	if t == nil {
+		return checksum(msg)
+	}
+	return crc ^ t[0][byte(delta)] ^ t[1][byte(delta>>8)] ^ t[2][byte(delta>>16)] ^ t[3][byte(delta>>24)]
+}
+
+func (pp *prevPatcher) table(n int) *[4][256]uint32 {
+	if t, ok := pp.tables[n]; ok {
+		return t
+	}
+	if pp.tables == nil {
+		pp.tables = map[int]*[4][256]uint32{}
+	}
+	if len(pp.tables) >= 64 {
+		return nil
+	}
+	// raw(q) = ^crc32.Update(^0, q): the register without inversions.
+	msg := make([]byte, n-prevAt)
+	var basis [32]uint32
+	for i := range basis {
+		clear(msg[:4])
+		msg[i/8] = 1 << (i % 8)
+		basis[i] = ^crc32.Update(0xFFFFFFFF, castagnoli, msg)
+	}
+	t := new([4][256]uint32)
+	for b := range 4 {
+		for x := 1; x < 256; x++ {
+			var v uint32
+			for bit := range 8 {
+				if x&(1<<bit) != 0 {
+					v ^= basis[8*b+bit]
+				}
+			}
+			t[b][x] = v
+		}
+	}
+	pp.tables[n] = t
+	return t
 }

@@ -224,3 +224,22 @@ func TestCompactionRelocates(t *testing.T) {
 	slices.SortFunc(want, cmpEntry)
 	checkSame(t, got, want)
 }
+
+// TestPrevPatcher: patching the checksum of a changed prev field gives the
+// checksum of the changed record, for many lengths.
+func TestPrevPatcher(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var pp prevPatcher
+	for n := entryHeaderSize; n < entryHeaderSize+200; n++ {
+		rec := make([]byte, n)
+		for i := range rec {
+			rec[i] = byte(r.Uint32())
+		}
+		crc := checksum(rec[4:])
+		old, neu := le.Uint32(rec[20:]), r.Uint32()
+		le.PutUint32(rec[20:], neu)
+		if got, want := pp.patch(crc, rec[4:], old^neu), checksum(rec[4:]); got != want {
+			t.Fatalf("length %d: patched %08x, want %08x", n, got, want)
+		}
+	}
+}

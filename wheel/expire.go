@@ -282,8 +282,17 @@ func (w *Wheel) scan(t int64) error {
 			}
 		}
 		cur = cur[:j]
+		if len(w.stage) >= stageBatch {
+			if err := w.drainStage(); err != nil {
+				w.cursors = cur[:0]
+				return err
+			}
+		}
 	}
 	w.cursors = cur
+	if err := w.drainStage(); err != nil {
+		return err
+	}
 	if err := w.q.finish(); err != nil {
 		return err
 	}
@@ -315,6 +324,40 @@ func (w *Wheel) releaseMapped() {
 	}
 }
 
+// staged is an entry of the tick being scanned, not yet checked pending.
+type staged struct {
+	c     cand
+	epoch uint32
+}
+
+const stageBatch = 1024
+
+// drainStage moves the staged entries that are still pending to the tick
+// queue. Their pending bits are first touched in a tight loop: the bitsets
+// are megabytes, so each look-up is a cache miss, and this way the misses
+// overlap instead of coming one after the other.
+func (w *Wheel) drainStage() error {
+	st := w.stage
+	var touch uint64
+	for i := range st {
+		if p := w.lookup(st[i].c.part); p != nil {
+			touch += p.pending.peek(st[i].c.off)
+		}
+	}
+	w.touched += byte(touch)
+	for i := range st {
+		e := &st[i]
+		if p := w.lookup(e.c.part); p != nil && p.epoch == e.epoch && p.pending.has(e.c.off) {
+			if err := w.q.add(e.c); err != nil {
+				w.stage = st[:0]
+				return err
+			}
+		}
+	}
+	w.stage = st[:0]
+	return nil
+}
+
 // chainCursor is the next record of a slot chain being walked.
 type chainCursor struct {
 	seg *segment
@@ -332,12 +375,10 @@ func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (ui
 		return 0, nil
 	}
 	h := decodeEntryHeader(r)
-	if h.due >= start && w.alive(&h) {
+	if h.due >= start {
 		if h.due < end {
-			if err := w.q.add(cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}); err != nil {
-				return 0, err
-			}
-		} else {
+			w.stage = append(w.stage, staged{cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}, h.epoch})
+		} else if w.alive(&h) {
 			next.extend(h.due)
 		}
 	}

@@ -172,6 +172,7 @@ type Wheel struct {
 
 	q       tickQueue // scanned entries of one tick, sorted
 	cursors []chainCursor
+	stage   []staged   // entries of the tick being scanned, to check pending
 	touched byte       // keeps the prefetching loads of scan
 	late    candHeap   // entries added for ticks already scanned
 	flight  flightRing // handed out, maybe not done
