@@ -13,7 +13,8 @@ import (
 // payloads, 18 source partitions, due times spread over the 1h horizon, the
 // default 100ms tick and 64 MiB segments. ns/op and allocs/op are per entry;
 // cpu-ns/op is the process's CPU time per entry (every goroutine: GC and
-// background compaction included), steadier than ns/op on a shared machine.
+// background compaction included), steadier than ns/op on a shared machine;
+// faults/op the page faults per entry (Expire).
 // heap-B/pending is the Go heap held by the wheel divided by its pending
 // entries, measured after the fill. KDELAY_WHEEL_BENCH_PAYLOAD sets the
 // payload size (default 64). BenchmarkWheelExpire also reports the
@@ -174,7 +175,7 @@ func BenchmarkWheelExpire(b *testing.B) {
 			done := func(e Entry) { w.Done(e.Partition, e.Offset) }
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0, faults0 := cpuTime(), pageFaults()
 			for got := 0; got < b.N; {
 				n, err := w.Expire(now, min(1000, b.N-got), done)
 				if err != nil {
@@ -190,6 +191,7 @@ func BenchmarkWheelExpire(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(pageFaults()-faults0)/float64(b.N), "faults/op")
 			b.ReportMetric(bw.heapPer, "heap-B/pending")
 			reportRSS(b, "")
 		})

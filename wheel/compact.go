@@ -397,6 +397,8 @@ func (j *compactJob) compact() error {
 // checksummed in full.
 type prevPatcher struct {
 	tables map[int]*[4][256]uint32
+	lastN  int
+	last   *[4][256]uint32
 }
 
 const prevAt = 16 // offset of prev in the checksummed part of an entry
@@ -405,7 +407,11 @@ func (pp *prevPatcher) patch(crc uint32, msg []byte, delta uint32) uint32 {
 	if delta == 0 {
 		return crc
 	}
-	t := pp.table(len(msg))
+	t := pp.last
+	if len(msg) != pp.lastN || t == nil {
+		t = pp.table(len(msg))
+		pp.lastN, pp.last = len(msg), t
+	}
 	if t == nil {
 		return checksum(msg)
 	}

@@ -257,6 +257,26 @@ func (w *Wheel) scan(t int64) error {
 		}
 		cur = append(cur, chainCursor{seg, h})
 	}
+	// A compacted segment holds the chain of slot s in one run of records
+	// that ends at its head and starts after the head of slot s-1: touch
+	// all of it in a tight loop first, so that its cache misses overlap.
+	var touch byte
+	prevSlot := (s + w.g.nslots - 1) % w.g.nslots
+	for _, c := range cur {
+		if !c.seg.compacted {
+			continue
+		}
+		lo := int64(c.seg.head(prevSlot))
+		hi := min(int64(c.pos)+128, c.seg.size)
+		if lo == 0 || lo >= int64(c.pos) {
+			lo = max(int64(c.pos)-4096, segHeaderSize)
+		}
+		c.seg.read(uint32(lo))
+		for p := lo; p < hi; p += 64 {
+			touch += c.seg.data[p]
+		}
+	}
+	w.touched += touch
 	// Walk the chains of all segments side by side: touching the next
 	// record of every chain first lets their cache misses overlap.
 	for len(cur) > 0 {
@@ -309,20 +329,29 @@ func (w *Wheel) scan(t int64) error {
 // releaseEvery is how many scans go by between two releaseMapped.
 const releaseEvery = 64
 
-// releaseMapped drops the pages of the segment mappings from the process's
-// resident set. A scan reads a few pages of every segment; without this,
-// the pages read stay mapped until the segment is closed, so over an hour
-// every page of every segment counts in the RSS. Compacted segments are
-// read almost sequentially, so mapping their pages again costs a fault per
-// 64 KiB or so (the kernel's fault-around) every releaseEvery ticks.
+// releaseMapped drops the pages read since the last call from the
+// process's resident set. A scan reads a few pages of every segment;
+// without this, the pages read stay mapped until the segment is closed, so
+// over an hour every page of every segment counts in the RSS. Compacted
+// segments are read almost sequentially, so mapping their pages again costs
+// a fault per 64 KiB or so (the kernel's fault-around) every releaseEvery
+// ticks. Only the range read is released: the cost of the call grows with
+// the range.
 func (w *Wheel) releaseMapped() {
-	if !mappedWrites {
-		return // data is a private copy, not a mapping
-	}
 	for _, s := range w.segs {
-		release(s.data)
+		lo := s.readLo &^ (faultAround - 1)
+		if s.readHi > s.readLo && lo < int64(len(s.data)) && mappedWrites { // else data is a private copy
+			hi := (s.readHi + faultAround - 1) &^ (faultAround - 1)
+			release(s.data[lo:min(hi, int64(len(s.data)))])
+		}
+		s.readLo, s.readHi = math.MaxInt64, 0
 	}
 }
+
+// faultAround bounds the aligned block one read fault may map: 64 KiB by
+// default (fault_around_bytes), but a large folio of the page cache can be
+// mapped whole, so a release covers whole 2 MiB blocks.
+const faultAround = 2 << 20
 
 // staged is an entry of the tick being scanned, not yet checked pending.
 type staged struct {
@@ -367,6 +396,7 @@ type chainCursor struct {
 // step reads the chain record at pos and returns the next position, 0 at
 // the end of the chain.
 func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (uint32, error) {
+	seg.read(pos)
 	r := w.view(seg, pos)
 	kind, _, ok := parseRecord(r)
 	if !ok || kind != kindEntry {
@@ -439,6 +469,7 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 	if seg == nil {
 		return false
 	}
+	seg.read(c.pos)
 	r := w.view(seg, c.pos)
 	if len(r) < entryHeaderSize || r[8] != kindEntry {
 		w.corrupt++
@@ -447,6 +478,7 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 	}
 	h := decodeEntryHeader(r)
 	size := int(le.Uint32(r[4:]))
+	seg.readHi = max(seg.readHi, int64(c.pos)+int64(size))
 	if h.part != c.part || h.off != c.off || h.due != c.due || size > len(r) || size < entryHeaderSize {
 		w.corrupt++
 		w.problem("segment %d offset %d: entry changed on disk", c.seg, c.pos)

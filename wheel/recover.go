@@ -62,6 +62,9 @@ func Open(dir string, opt Options, now int64) (*Wheel, Report, error) {
 		w.closeFiles()
 		return nil, rep, err
 	}
+	for _, s := range w.segs {
+		release(s.data) // what recovery read
+	}
 	rep.Recovered = w.pending
 	rep.Problems = append(rep.Problems, w.problems...)
 	w.problems = nil

@@ -22,6 +22,16 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// pageFaults returns the page faults of the process so far (minor ones:
+// the segments are in the page cache).
+func pageFaults() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Minflt + ru.Majflt
+}
+
 // reportRSS reports the process's resident memory from /proc/self/status in
 // MB: VmRSS as rss-MB, RssFile (mapped file pages: segments and indexes)
 // as rss-file-MB, RssAnon (heap, stacks) as rss-anon-MB, with prefix.

@@ -63,6 +63,8 @@ type segment struct {
 
 	compacted bool // rewritten grouped by slot (compact.go); size is final
 
+	readLo, readHi int64 // range of data read since the last releaseMapped
+
 	idx     []byte // sealed: the .idx file (mapped)
 	idxFile *os.File
 
@@ -75,7 +77,7 @@ func segPath(dir string, id uint32) string { return filepath.Join(dir, fmt.Sprin
 func idxPath(dir string, id uint32) string { return filepath.Join(dir, fmt.Sprintf("%08x.idx", id)) }
 
 func newSegmentState(id uint32, path string) *segment {
-	return &segment{id: id, path: path, minDue: math.MaxInt64, maxDue: math.MinInt64}
+	return &segment{id: id, path: path, minDue: math.MaxInt64, maxDue: math.MinInt64, readLo: math.MaxInt64}
 }
 
 // encodeSegHeader returns the header of segment id; compacted is the file
@@ -185,6 +187,13 @@ func (s *segment) sync() error {
 // head returns the chain head of slot i in a sealed segment.
 func (s *segment) head(i int) uint32 {
 	return le.Uint32(s.idx[idxHeaderSize+4*i:])
+}
+
+// read notes that the record at pos is about to be read.
+func (s *segment) read(pos uint32) {
+	p := int64(pos)
+	s.readLo = min(s.readLo, p)
+	s.readHi = max(s.readHi, p+1)
 }
 
 func (s *segment) noteEntry(due int64) {
