@@ -569,6 +569,11 @@ func (r *recovery) cut(s *segment, end int64, after []*segment) {
 		if err := s.f.Truncate(end); err != nil {
 			w.problem("segment %d: truncate: %v", s.id, err)
 		}
+		if s.compacted { // its header holds its size
+			if _, err := s.f.WriteAt(encodeSegHeader(s.id, w.g, uint32(end)), 0); err != nil {
+				w.problem("segment %d: header: %v", s.id, err)
+			}
+		}
 		s.size = end
 		s.dirty = true
 	}
