@@ -14,7 +14,8 @@ import (
 // default 100ms tick and 64 MiB segments. ns/op and allocs/op are per entry;
 // cpu-ns/op is the process's CPU time per entry (every goroutine: GC and
 // background compaction included), steadier than ns/op on a shared machine;
-// faults/op the page faults per entry (Expire).
+// faults/op the page faults per entry (Expire); compact-cpu-ns/entry the
+// CPU time of the background compaction per entry compacted (Add).
 // heap-B/pending is the Go heap held by the wheel divided by its pending
 // entries, measured after the fill. KDELAY_WHEEL_BENCH_PAYLOAD sets the
 // payload size (default 64). BenchmarkWheelExpire also reports the
@@ -151,6 +152,7 @@ func BenchmarkWheelAdd(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			reportCompaction(b, bw.w)
 			b.ReportMetric(bw.heapPer, "heap-B/pending")
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -43,8 +44,25 @@ const (
 	gatherAhead   = 64 // records touched ahead of the copy
 )
 
+// compactBufs are the buffers of a compaction, kept for the next one: a
+// segment's worth of positions is megabytes, and allocating them anew for
+// every segment grew the heap (and RSS) by several times that.
+type compactBufs struct {
+	pos, slot, order, count, heads []uint32
+	buf                            []byte
+}
+
+// grown returns b resized to n, reallocated only if too small.
+func grown(b []uint32, n int) []uint32 {
+	if cap(b) < n {
+		return make([]uint32, n)
+	}
+	return b[:n]
+}
+
 type compactJob struct {
-	seg   *segment // sealed: immutable while the job runs
+	bufs  *compactBufs // owned by the job until done is closed
+	seg   *segment     // sealed: immutable while the job runs
 	g     geometry
 	sync  bool
 	path  string
@@ -56,7 +74,7 @@ type compactJob struct {
 	heads   []uint32
 	err     error // I/O error
 	bad     string
-	elapsed time.Duration
+	cpu     time.Duration // CPU time of the goroutine's thread (Linux)
 	entries int64
 	touched byte // keeps the early loads
 }
@@ -73,7 +91,11 @@ func (w *Wheel) startCompaction() {
 		if s == nil || s == w.active || !s.sealed || s.compacted {
 			continue
 		}
+		if w.cbufs == nil {
+			w.cbufs = &compactBufs{}
+		}
 		j := &compactJob{
+			bufs: w.cbufs,
 			seg:  s,
 			g:    w.g,
 			sync: w.opt.Sync != SyncNone,
@@ -161,7 +183,7 @@ func (w *Wheel) install(j *compactJob) error {
 	}
 	w.compacted++
 	w.compactEntries += j.entries
-	w.compactTime += j.elapsed
+	w.compactCPU += j.cpu
 	w.relocate(s)
 	return nil
 }
@@ -233,9 +255,12 @@ var errAborted = errors.New("wheel: compaction aborted")
 // segment's mapping and the geometry, both immutable while it runs.
 func (j *compactJob) run() {
 	defer close(j.done)
-	start := time.Now()
+	// Its own thread, so that its CPU time can be read (threadCPU); the
+	// thread ends with the goroutine.
+	runtime.LockOSThread()
+	cpu := threadCPU()
 	err := j.compact()
-	j.elapsed = time.Since(start)
+	j.cpu = threadCPU() - cpu
 	if errors.Is(err, errAborted) {
 		err = nil
 		j.bad = "aborted"
@@ -258,9 +283,11 @@ func (j *compactJob) compact() error {
 	// Pass 1, sequential, headers only: every entry's position and slot,
 	// and the counts per slot. Checksums are checked in pass 2, before a
 	// record is copied: a damaged record stops the compaction there.
-	count := make([]uint32, g.nslots+1)
-	pos0 := make([]uint32, 0, s.entries)
-	slot0 := make([]uint32, 0, s.entries)
+	b := j.bufs
+	count := grown(b.count, g.nslots+1)
+	clear(count)
+	pos0 := grown(b.pos, int(s.entries))[:0]
+	slot0 := grown(b.slot, int(s.entries))[:0]
 	out := int64(segHeaderSize)
 	for pos := int64(segHeaderSize); pos < s.size; {
 		if s.size-pos < markHeaderSize {
@@ -301,12 +328,12 @@ func (j *compactJob) compact() error {
 	for i := 1; i <= g.nslots; i++ {
 		count[i] += count[i-1]
 	}
-	order := make([]uint32, len(pos0))
+	order := grown(b.order, len(pos0))
 	for i, p := range pos0 {
 		order[count[slot0[i]]] = p
 		count[slot0[i]]++
 	}
-	pos0, slot0 = nil, nil
+	b.pos, b.slot, b.order, b.count = pos0, slot0, order, count
 
 	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -318,10 +345,15 @@ func (j *compactJob) compact() error {
 		}
 	}()
 	const bufSize = 1 << 20
-	buf := make([]byte, 0, bufSize)
+	if cap(b.buf) < bufSize {
+		b.buf = make([]byte, 0, bufSize)
+	}
+	buf := b.buf[:0]
 	buf = append(buf, encodeSegHeader(s.id, g, uint32(out))...)
 	written := int64(0)
-	heads := make([]uint32, g.nslots)
+	heads := grown(b.heads, g.nslots)
+	clear(heads)
+	b.heads = heads
 	var crcs prevPatcher
 	var touch byte
 	last := len(data) - 1

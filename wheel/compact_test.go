@@ -26,6 +26,14 @@ func settle(w *Wheel) error {
 	return nil
 }
 
+// reportCompaction reports the CPU time of the compactions installed so far
+// per entry compacted.
+func reportCompaction(b *testing.B, w *Wheel) {
+	if w.compactEntries > 0 {
+		b.ReportMetric(float64(w.compactCPU)/float64(w.compactEntries), "compact-cpu-ns/entry")
+	}
+}
+
 // compactedCount returns how many segments of w are compacted.
 func compactedCount(w *Wheel) int {
 	n := 0
