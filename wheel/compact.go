@@ -44,25 +44,8 @@ const (
 	gatherAhead   = 64 // records touched ahead of the copy
 )
 
-// compactBufs are the buffers of a compaction, kept for the next one: a
-// segment's worth of positions is megabytes, and allocating them anew for
-// every segment grew the heap (and RSS) by several times that.
-type compactBufs struct {
-	pos, slot, order, count, heads []uint32
-	buf                            []byte
-}
-
-// grown returns b resized to n, reallocated only if too small.
-func grown(b []uint32, n int) []uint32 {
-	if cap(b) < n {
-		return make([]uint32, n)
-	}
-	return b[:n]
-}
-
 type compactJob struct {
-	bufs  *compactBufs // owned by the job until done is closed
-	seg   *segment     // sealed: immutable while the job runs
+	seg   *segment // sealed: immutable while the job runs
 	g     geometry
 	sync  bool
 	path  string
@@ -91,11 +74,7 @@ func (w *Wheel) startCompaction() {
 		if s == nil || s == w.active || !s.sealed || s.compacted {
 			continue
 		}
-		if w.cbufs == nil {
-			w.cbufs = &compactBufs{}
-		}
 		j := &compactJob{
-			bufs: w.cbufs,
 			seg:  s,
 			g:    w.g,
 			sync: w.opt.Sync != SyncNone,
@@ -283,11 +262,12 @@ func (j *compactJob) compact() error {
 	// Pass 1, sequential, headers only: every entry's position and slot,
 	// and the counts per slot. Checksums are checked in pass 2, before a
 	// record is copied: a damaged record stops the compaction there.
-	b := j.bufs
-	count := grown(b.count, g.nslots+1)
-	clear(count)
-	pos0 := grown(b.pos, int(s.entries))[:0]
-	slot0 := grown(b.slot, int(s.entries))[:0]
+	// The arrays are outside the Go heap (allocWords): megabytes for a
+	// segment, needed for a moment.
+	n0 := max(int(s.entries), 1)
+	count, posA, slotA := allocWords(g.nslots+1), allocWords(n0), allocWords(n0)
+	defer func() { freeWords(count); freeWords(posA); freeWords(slotA) }()
+	pos0, slot0 := posA[:0], slotA[:0]
 	out := int64(segHeaderSize)
 	for pos := int64(segHeaderSize); pos < s.size; {
 		if s.size-pos < markHeaderSize {
@@ -310,6 +290,10 @@ func (j *compactJob) compact() error {
 			}
 		} else {
 			sl := slotOf(int64(le.Uint64(data[pos+32:])))
+			if len(pos0) == cap(pos0) { // never grow them onto the heap
+				j.bad = "more entries than its index counts"
+				return nil
+			}
 			pos0 = append(pos0, uint32(pos))
 			slot0 = append(slot0, sl)
 			count[sl+1]++
@@ -328,12 +312,12 @@ func (j *compactJob) compact() error {
 	for i := 1; i <= g.nslots; i++ {
 		count[i] += count[i-1]
 	}
-	order := grown(b.order, len(pos0))
+	order := allocWords(len(pos0))
+	defer freeWords(order)
 	for i, p := range pos0 {
 		order[count[slot0[i]]] = p
 		count[slot0[i]]++
 	}
-	b.pos, b.slot, b.order, b.count = pos0, slot0, order, count
 
 	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -345,15 +329,10 @@ func (j *compactJob) compact() error {
 		}
 	}()
 	const bufSize = 1 << 20
-	if cap(b.buf) < bufSize {
-		b.buf = make([]byte, 0, bufSize)
-	}
-	buf := b.buf[:0]
+	buf := make([]byte, 0, bufSize)
 	buf = append(buf, encodeSegHeader(s.id, g, uint32(out))...)
 	written := int64(0)
-	heads := grown(b.heads, g.nslots)
-	clear(heads)
-	b.heads = heads
+	heads := make([]uint32, g.nslots)
 	var crcs prevPatcher
 	var touch byte
 	last := len(data) - 1

@@ -190,10 +190,9 @@ type Wheel struct {
 	sinceReclaim int64
 	ckptBuf      []byte
 
-	job            *compactJob  // running or finished, not installed
-	compactQ       []uint32     // sealed segments to compact, by id
-	cbufs          *compactBufs // reused by one job after another
-	compacted      int          // compactions installed since Open
+	job            *compactJob // running or finished, not installed
+	compactQ       []uint32    // sealed segments to compact, by id
+	compacted      int         // compactions installed since Open
 	compactEntries int64
 	compactCPU     time.Duration // CPU time of the installed compactions
 
