@@ -63,7 +63,11 @@ type compactJob struct {
 }
 
 // queueCompaction asks for segment id to be compacted.
-func (w *Wheel) queueCompaction(id uint32) { w.compactQ = append(w.compactQ, id) }
+func (w *Wheel) queueCompaction(id uint32) {
+	if !w.opt.NoCompaction {
+		w.compactQ = append(w.compactQ, id)
+	}
+}
 
 // startCompaction starts the next queued compaction unless one is running.
 func (w *Wheel) startCompaction() {

@@ -251,3 +251,33 @@ func TestPrevPatcher(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCompaction: with NoCompaction nothing is rewritten, and a directory
+// with compacted segments still reads back.
+func TestNoCompaction(t *testing.T) {
+	dir := t.TempDir()
+	w, want := fillCompacted(t, dir, 2000)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{SegmentBytes: 8 << 10, Horizon: time.Minute, NoCompaction: true}
+	w, rep := openT(t, dir, opt, t0)
+	defer w.Close()
+	if len(rep.Problems) != 0 {
+		t.Fatalf("problems %v", rep.Problems)
+	}
+	before := compactedCount(w)
+	for i := range int64(500) { // roll more segments
+		mustAdd(t, w, t0, Entry{Due: t0 + 59_000, Partition: 7, Offset: i, Payload: payloadOf(7, i)})
+		want = append(want, Entry{Due: t0 + 59_000, Partition: 7, Offset: i, Payload: payloadOf(7, i)})
+	}
+	mustFlush(t, w)
+	if err := settle(w); err != nil {
+		t.Fatal(err)
+	}
+	if w.compacted != 0 || compactedCount(w) != before {
+		t.Fatalf("compacted %d (installs %d), before %d", compactedCount(w), w.compacted, before)
+	}
+	slices.SortFunc(want, cmpEntry)
+	checkSame(t, expireAll(t, w, t0+60_000), want)
+}

@@ -62,6 +62,13 @@ type Options struct {
 	// SegmentBytes is the segment size before rolling, default 64 MiB,
 	// between 4 KiB and 1 GiB.
 	SegmentBytes int64
+	// NoCompaction turns off the background rewrite of sealed segments
+	// grouped by slot (default: on; see the package documentation). Without
+	// it, Expire reads each entry from wherever Add appended it, which costs
+	// more per entry and keeps more segment pages resident; with it, each
+	// entry is written once more, off the caller's goroutine. Segments
+	// already compacted stay readable either way.
+	NoCompaction bool
 }
 
 func (o Options) withDefaults() (Options, error) {
