@@ -113,7 +113,9 @@ func TestCompaction(t *testing.T) {
 
 // TestCompactionStaleCheckpoint: a crash between the rename of a compacted
 // segment and the next checkpoint leaves a checkpoint that lists the
-// segment's old size; Open must accept it without a rebuild.
+// segment's old size, and a crash before its new index is written leaves
+// the old index, of the same size when the segment held no marks; Open must
+// accept the first without a rebuild and rebuild the second index.
 func TestCompactionStaleCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	opt := Options{SegmentBytes: 8 << 10, Horizon: time.Minute}
@@ -128,10 +130,15 @@ func TestCompactionStaleCheckpoint(t *testing.T) {
 	mustFlush(t, w)
 	// keep the checkpoints of before any compaction
 	saved := map[string][]byte{}
-	for _, name := range []string{"checkpoint.0", "checkpoint.1"} {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-			saved[name] = b
+	names, _ := filepath.Glob(filepath.Join(dir, "*.idx"))
+	names = append(names, filepath.Join(dir, "checkpoint.0"), filepath.Join(dir, "checkpoint.1"))
+	for _, path := range names {
+		if b, err := os.ReadFile(path); err == nil {
+			saved[filepath.Base(path)] = b
 		}
+	}
+	if len(saved) < 3 {
+		t.Fatalf("saved only %d files", len(saved))
 	}
 	if err := settle(w); err != nil {
 		t.Fatal(err)
@@ -147,8 +154,13 @@ func TestCompactionStaleCheckpoint(t *testing.T) {
 	}
 	w, rep := openT(t, dir, opt, t0)
 	defer w.Close()
-	if len(rep.Problems) != 0 || rep.Recovered != 1000 {
+	if rep.Recovered != 1000 || rep.Lost != 0 || rep.Truncated != 0 {
 		t.Fatalf("report %+v", rep)
+	}
+	for _, p := range rep.Problems { // the old indexes, nothing else
+		if !strings.Contains(p, "before or after its compaction; indexing the segment again") {
+			t.Fatalf("problem %q", p)
+		}
 	}
 	slices.SortFunc(want, cmpEntry)
 	checkSame(t, expireAll(t, w, t0+60_000), want)

@@ -28,7 +28,7 @@ import (
 //
 //	0 magic "KDWHLIDX"  8 version u32  12 id u32  16 tick ms u32  20 slots u32
 //	24 segment size i64  32 min due i64  40 max due i64  48 entries i64
-//	56 ranges u32  60 reserved u32  64 heads: slots x u32
+//	56 ranges u32  60 compacted size u32  64 heads: slots x u32
 //	then ranges x {partition i32, min offset i64, max offset i64}, crc32c u32
 const (
 	formatVersion  = 1
@@ -189,6 +189,15 @@ func (s *segment) head(i int) uint32 {
 	return le.Uint32(s.idx[idxHeaderSize+4*i:])
 }
 
+// compactedSize is what the headers of a compacted segment and of its
+// index hold: its size, 0 for a log segment.
+func (s *segment) compactedSize() uint32 {
+	if s.compacted {
+		return uint32(s.size)
+	}
+	return 0
+}
+
 // read notes that the record at pos is about to be read.
 func (s *segment) read(pos uint32) {
 	p := int64(pos)
@@ -243,6 +252,7 @@ func encodeIdx(s *segment, g geometry, heads []uint32) []byte {
 	le.PutUint64(b[40:], uint64(s.maxDue))
 	le.PutUint64(b[48:], uint64(s.entries))
 	le.PutUint32(b[56:], uint32(len(s.ranges)))
+	le.PutUint32(b[60:], s.compactedSize())
 	p := b[idxHeaderSize:]
 	for _, h := range heads {
 		le.PutUint32(p, h)
@@ -273,6 +283,11 @@ func decodeIdx(b []byte, s *segment, g geometry) error {
 	}
 	if int64(le.Uint64(b[24:])) != s.size {
 		return fmt.Errorf("%w: index covers %d bytes, segment has %d", errBadHeader, int64(le.Uint64(b[24:])), s.size)
+	}
+	// An index of the segment before its compaction can have the same size
+	// (no marks were dropped) but other heads.
+	if le.Uint32(b[60:]) != s.compactedSize() {
+		return fmt.Errorf("%w: index of the segment before or after its compaction", errBadHeader)
 	}
 	nr := int(le.Uint32(b[56:]))
 	if n != idxHeaderSize+4*g.nslots+rangeSize*nr+4 {
