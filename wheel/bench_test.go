@@ -11,12 +11,22 @@ import (
 // Benchmarks run against a wheel holding KDELAY_WHEEL_BENCH_PENDING entries
 // (default 1,000,000; the documented figures use 10,000,000), 64-byte
 // payloads, 18 source partitions, due times spread over the 1h horizon, the
-// default 100ms tick and 64 MiB segments. ns/op and allocs/op are per entry.
+// default 100ms tick and 64 MiB segments. ns/op and allocs/op are per entry;
+// cpu-ns/op is the process's CPU time per entry (every goroutine: GC and
+// background compaction included), steadier than ns/op on a shared machine;
+// faults/op the page faults per entry (Expire); compact-cpu-ns/entry the
+// CPU time of the background compaction per entry compacted (Add).
 // heap-B/pending is the Go heap held by the wheel divided by its pending
-// entries, measured after the fill.
+// entries, measured after the fill. KDELAY_WHEEL_BENCH_PAYLOAD sets the
+// payload size (default 64). BenchmarkWheelExpire also reports the
+// process's resident memory after its run (Linux: rss-MB, rss-file-MB for
+// mapped segment pages, rss-anon-MB).
 //
 //	KDELAY_WHEEL_BENCH_PENDING=10000000 go test -run '^$' \
 //	  -bench 'BenchmarkWheel(Add|Expire)' -benchtime=2000000x ./wheel/
+//	KDELAY_WHEEL_BENCH_PENDING=1000000 KDELAY_WHEEL_BENCH_PAYLOAD=1024 \
+//	  go test -run '^$' -bench 'BenchmarkWheelExpire/sync=none' \
+//	  -benchtime=200000x ./wheel/
 
 const (
 	benchPayload = 64
@@ -45,6 +55,18 @@ func benchPending(b *testing.B) int {
 	return 1_000_000
 }
 
+// benchPayloadSize is KDELAY_WHEEL_BENCH_PAYLOAD, default 64 bytes.
+func benchPayloadSize(b *testing.B) int {
+	if s := os.Getenv("KDELAY_WHEEL_BENCH_PAYLOAD"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("KDELAY_WHEEL_BENCH_PAYLOAD: %v", err)
+		}
+		return n
+	}
+	return benchPayload
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -65,7 +87,7 @@ func newBenchWheel(b *testing.B, n int, policy SyncPolicy) *benchWheel {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bw := &benchWheel{w: w, dir: dir, now: t0, r: rand.New(rand.NewPCG(1, 2)), payload: make([]byte, benchPayload)}
+	bw := &benchWheel{w: w, dir: dir, now: t0, r: rand.New(rand.NewPCG(1, 2)), payload: make([]byte, benchPayloadSize(b))}
 	for i := range n {
 		bw.add(b, bw.now+bw.r.Int64N(benchHour))
 		if i%10_000 == 9_999 {
@@ -75,6 +97,9 @@ func newBenchWheel(b *testing.B, n int, policy SyncPolicy) *benchWheel {
 		}
 	}
 	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := settle(w); err != nil {
 		b.Fatal(err)
 	}
 	bw.heapPer = float64(heapInUse()-before) / float64(max(n, 1))
@@ -113,6 +138,7 @@ func BenchmarkWheelAdd(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			for i := range b.N {
 				bw.add(b, bw.now+bw.r.Int64N(benchHour))
 				if i%1000 == 999 {
@@ -125,6 +151,8 @@ func BenchmarkWheelAdd(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			reportCompaction(b, bw.w)
 			b.ReportMetric(bw.heapPer, "heap-B/pending")
 		})
 	}
@@ -149,6 +177,7 @@ func BenchmarkWheelExpire(b *testing.B) {
 			done := func(e Entry) { w.Done(e.Partition, e.Offset) }
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0, faults0 := cpuTime(), pageFaults()
 			for got := 0; got < b.N; {
 				n, err := w.Expire(now, min(1000, b.N-got), done)
 				if err != nil {
@@ -163,7 +192,10 @@ func BenchmarkWheelExpire(b *testing.B) {
 				got += n
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(pageFaults()-faults0)/float64(b.N), "faults/op")
 			b.ReportMetric(bw.heapPer, "heap-B/pending")
+			reportRSS(b, "")
 		})
 	}
 }

@@ -274,6 +274,7 @@ func (w *Wheel) writeCheckpoint(omit ...*segment) error {
 	}
 	w.ckptGen = gen
 	w.ckptSeg = w.active.id
+	w.ckptSegs[gen%2] = w.active.id
 	w.sinceCkpt = 0
 	return nil
 }

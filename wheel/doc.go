@@ -23,7 +23,20 @@
 // per source partition one bit per offset between its lowest pending offset
 // and its highest, and the scanned entries of the one tick being handed out
 // (at most 32768 of them; a larger tick is sorted through a spill file and
-// merged back). Sealed segments are read through read-only memory maps.
+// merged back). Sealed segments are read through read-only memory maps, and
+// the pages read are dropped from the process's resident set every 64
+// ticks scanned (madvise MADV_DONTNEED on Linux; the page cache keeps them).
+//
+// # Compaction
+//
+// Entries are appended in the order they are added, so one tick's entries
+// lie scattered over every segment. A background goroutine rewrites each
+// sealed segment with its entries grouped by slot (same record and index
+// format, marks left out); the wheel installs the copy in Flush once both
+// checkpoints lie past the segment. A tick then reads one short run of
+// records per segment. The goroutine only reads the sealed segment's
+// mapping and writes its own file; everything else stays on the caller's
+// goroutine.
 //
 // # Files
 //
@@ -34,7 +47,8 @@
 // slot array of chain heads, with the segment's due and offset ranges),
 // checkpoint.0 and checkpoint.1 (written in turn: the slot state, the
 // pending-offset bitsets and watermarks as of a log position), and LOCK.
-// Every file starts with a magic and a format version. Chains never cross
+// Every file starts with a magic and a format version; a compacted
+// segment's header also holds its exact size. Chains never cross
 // segments, so a segment whose entries are all done or dropped is deleted
 // on its own; disk use stays near the live entries plus one segment.
 //
@@ -50,4 +64,5 @@
 //
 // A Wheel is not safe for concurrent use: the caller serialises every call.
 // The fn passed to Expire may call Done, SetHandled and Add, not Expire.
+// The compaction goroutine is internal: Close stops it and waits for it.
 package wheel

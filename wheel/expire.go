@@ -228,6 +228,10 @@ func (w *Wheel) dropDead() {
 // scan loads the pending entries of tick t into the tick queue and narrows
 // the slot's span to what is left for later laps.
 func (w *Wheel) scan(t int64) error {
+	w.scans++
+	if w.scans%releaseEvery == 0 {
+		w.releaseMapped()
+	}
 	s := w.slotOf(t)
 	start, end := t*w.g.tick, (t+1)*w.g.tick
 	later := (t + int64(w.g.nslots)) * w.g.tick // earliest due of this slot's next lap
@@ -253,6 +257,26 @@ func (w *Wheel) scan(t int64) error {
 		}
 		cur = append(cur, chainCursor{seg, h})
 	}
+	// A compacted segment holds the chain of slot s in one run of records
+	// that ends at its head and starts after the head of slot s-1: touch
+	// all of it in a tight loop first, so that its cache misses overlap.
+	var touch byte
+	prevSlot := (s + w.g.nslots - 1) % w.g.nslots
+	for _, c := range cur {
+		if !c.seg.compacted {
+			continue
+		}
+		lo := int64(c.seg.head(prevSlot))
+		hi := min(int64(c.pos)+128, c.seg.size)
+		if lo == 0 || lo >= int64(c.pos) {
+			lo = max(int64(c.pos)-4096, segHeaderSize)
+		}
+		c.seg.read(uint32(lo))
+		for p := lo; p < hi; p += 64 {
+			touch += c.seg.data[p]
+		}
+	}
+	w.touched += touch
 	// Walk the chains of all segments side by side: touching the next
 	// record of every chain first lets their cache misses overlap.
 	for len(cur) > 0 {
@@ -278,8 +302,17 @@ func (w *Wheel) scan(t int64) error {
 			}
 		}
 		cur = cur[:j]
+		if len(w.stage) >= stageBatch {
+			if err := w.drainStage(); err != nil {
+				w.cursors = cur[:0]
+				return err
+			}
+		}
 	}
 	w.cursors = cur
+	if err := w.drainStage(); err != nil {
+		return err
+	}
 	if err := w.q.finish(); err != nil {
 		return err
 	}
@@ -293,6 +326,67 @@ func (w *Wheel) scan(t int64) error {
 	return nil
 }
 
+// releaseEvery is how many scans go by between two releaseMapped.
+const releaseEvery = 64
+
+// releaseMapped drops the pages read since the last call from the
+// process's resident set. A scan reads a few pages of every segment;
+// without this, the pages read stay mapped until the segment is closed, so
+// over an hour every page of every segment counts in the RSS. Compacted
+// segments are read almost sequentially, so mapping their pages again costs
+// a fault per 64 KiB or so (the kernel's fault-around) every releaseEvery
+// ticks. Only the range read is released: the cost of the call grows with
+// the range.
+func (w *Wheel) releaseMapped() {
+	for _, s := range w.segs {
+		lo := s.readLo &^ (faultAround - 1)
+		if s.readHi > s.readLo && lo < int64(len(s.data)) && mappedWrites { // else data is a private copy
+			hi := (s.readHi + faultAround - 1) &^ (faultAround - 1)
+			release(s.data[lo:min(hi, int64(len(s.data)))])
+		}
+		s.readLo, s.readHi = math.MaxInt64, 0
+	}
+}
+
+// faultAround bounds the aligned block one read fault may map: 64 KiB by
+// default (fault_around_bytes), but a large folio of the page cache can be
+// mapped whole, so a release covers whole 2 MiB blocks.
+const faultAround = 2 << 20
+
+// staged is an entry of the tick being scanned, not yet checked pending.
+type staged struct {
+	c     cand
+	epoch uint32
+}
+
+const stageBatch = 1024
+
+// drainStage moves the staged entries that are still pending to the tick
+// queue. Their pending bits are first touched in a tight loop: the bitsets
+// are megabytes, so each look-up is a cache miss, and this way the misses
+// overlap instead of coming one after the other.
+func (w *Wheel) drainStage() error {
+	st := w.stage
+	var touch uint64
+	for i := range st {
+		if p := w.lookup(st[i].c.part); p != nil {
+			touch += p.pending.peek(st[i].c.off)
+		}
+	}
+	w.touched += byte(touch)
+	for i := range st {
+		e := &st[i]
+		if p := w.lookup(e.c.part); p != nil && p.epoch == e.epoch && p.pending.has(e.c.off) {
+			if err := w.q.add(e.c); err != nil {
+				w.stage = st[:0]
+				return err
+			}
+		}
+	}
+	w.stage = st[:0]
+	return nil
+}
+
 // chainCursor is the next record of a slot chain being walked.
 type chainCursor struct {
 	seg *segment
@@ -302,6 +396,7 @@ type chainCursor struct {
 // step reads the chain record at pos and returns the next position, 0 at
 // the end of the chain.
 func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (uint32, error) {
+	seg.read(pos)
 	r := w.view(seg, pos)
 	kind, _, ok := parseRecord(r)
 	if !ok || kind != kindEntry {
@@ -310,12 +405,10 @@ func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (ui
 		return 0, nil
 	}
 	h := decodeEntryHeader(r)
-	if h.due >= start && w.alive(&h) {
+	if h.due >= start {
 		if h.due < end {
-			if err := w.q.add(cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}); err != nil {
-				return 0, err
-			}
-		} else {
+			w.stage = append(w.stage, staged{cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}, h.epoch})
+		} else if w.alive(&h) {
 			next.extend(h.due)
 		}
 	}
@@ -376,6 +469,7 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 	if seg == nil {
 		return false
 	}
+	seg.read(c.pos)
 	r := w.view(seg, c.pos)
 	if len(r) < entryHeaderSize || r[8] != kindEntry {
 		w.corrupt++
@@ -384,6 +478,7 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 	}
 	h := decodeEntryHeader(r)
 	size := int(le.Uint32(r[4:]))
+	seg.readHi = max(seg.readHi, int64(c.pos)+int64(size))
 	if h.part != c.part || h.off != c.off || h.due != c.due || size > len(r) || size < entryHeaderSize {
 		w.corrupt++
 		w.problem("segment %d offset %d: entry changed on disk", c.seg, c.pos)

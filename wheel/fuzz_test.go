@@ -11,8 +11,8 @@ import (
 
 // fuzzTemplate builds a wheel directory with sealed segments and indexes,
 // both checkpoints, marks of every kind and an unsynced tail left by a
-// crash.
-func fuzzTemplate(f *testing.F) string {
+// crash; with compact, the sealed segments are compacted first.
+func fuzzTemplate(f *testing.F, compact bool) string {
 	dir := f.TempDir()
 	opt := Options{SegmentBytes: 4 << 10, Horizon: 10 * time.Second, Tick: 50 * time.Millisecond}
 	w, _, err := Open(dir, opt, t0)
@@ -35,6 +35,14 @@ func fuzzTemplate(f *testing.F) string {
 	w.Trim(1, 100)
 	w.Drop(2)
 	w.Flush()
+	if compact {
+		if err := settle(w); err != nil {
+			f.Fatal(err)
+		}
+		if w.compacted == 0 {
+			f.Fatal("nothing compacted")
+		}
+	}
 	for i := int64(300); i < 340; i++ {
 		w.Add(t0, Entry{Due: t0 + 5000, Partition: 0, Offset: i, Payload: payloadOf(0, i)})
 	}
@@ -70,8 +78,13 @@ func copyDir(t *testing.T, from, to string) []string {
 
 // FuzzRecover truncates files and flips bytes in a wheel directory; Open
 // must neither panic nor fail, and the wheel must then work.
-func FuzzRecover(f *testing.F) {
-	tmpl := fuzzTemplate(f)
+func FuzzRecover(f *testing.F) { fuzzRecover(f, fuzzTemplate(f, false)) }
+
+// FuzzRecoverCompacted is FuzzRecover on a directory whose sealed segments
+// are compacted (compact.go).
+func FuzzRecoverCompacted(f *testing.F) { fuzzRecover(f, fuzzTemplate(f, true)) }
+
+func fuzzRecover(f *testing.F, tmpl string) {
 	// each mutation is 6 bytes: file, op, position (2), value (2)
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0x80, 0, 0, 0})       // truncate the first file in the middle

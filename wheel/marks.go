@@ -68,6 +68,22 @@ func (s *offsetSet) has(off int64) bool {
 	return s.chunks[i].w[b>>6]&(1<<(b&63)) != 0
 }
 
+// peek loads the memory has(off) will read, for a prefetching loop; the
+// value means nothing.
+func (s *offsetSet) peek(off int64) uint64 {
+	n := len(s.chunks)
+	if n == 0 {
+		return 0
+	}
+	k := off>>chunkShift - s.chunks[0].idx
+	if uint64(k) >= uint64(n) {
+		return 0
+	}
+	c := &s.chunks[k]
+	b := off & (chunkBits - 1)
+	return uint64(c.idx) + c.w[b>>6]
+}
+
 // add sets off; it reports whether it was not set before.
 func (s *offsetSet) add(off int64) bool {
 	ci := off >> chunkShift

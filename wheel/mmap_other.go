@@ -28,3 +28,7 @@ func mapFile(f *os.File, length int, _ bool) ([]byte, error) {
 func unmapFile([]byte) error { return nil }
 
 func lockDir(*os.File) error { return nil }
+
+func allocWords(n int) []uint32 { return make([]uint32, n) }
+
+func freeWords([]uint32) {}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // mappedWrites reports that writes through the file are visible in a
@@ -45,4 +46,28 @@ func lockDir(f *os.File) error {
 		return fmt.Errorf("wheel: directory in use (lock %s): %w", f.Name(), err)
 	}
 	return nil
+}
+
+// allocWords returns n zeroed words outside the Go heap (an anonymous
+// mapping), for the transient arrays of a compaction: freeWords returns them
+// to the system at once, where a heap slice would keep the heap (and RSS)
+// grown until the runtime scavenges it.
+func allocWords(n int) []uint32 {
+	if n <= 0 {
+		return nil
+	}
+	b, err := syscall.Mmap(-1, 0, 4*n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return make([]uint32, n)
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
+}
+
+func freeWords(w []uint32) {
+	if cap(w) == 0 {
+		return
+	}
+	w = w[:cap(w)]
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 4*len(w))
+	syscall.Munmap(b) // EINVAL for a heap fallback: nothing to do
 }

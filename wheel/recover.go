@@ -62,6 +62,9 @@ func Open(dir string, opt Options, now int64) (*Wheel, Report, error) {
 		w.closeFiles()
 		return nil, rep, err
 	}
+	for _, s := range w.segs {
+		release(s.data) // what recovery read
+	}
 	rep.Recovered = w.pending
 	rep.Problems = append(rep.Problems, w.problems...)
 	w.problems = nil
@@ -108,8 +111,8 @@ func (r *recovery) run() error {
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case name == spillName:
-			os.Remove(filepath.Join(w.dir, name))
+		case name == spillName || strings.HasSuffix(name, compactSuffix):
+			os.Remove(filepath.Join(w.dir, name)) // a compaction cut short
 		case strings.HasSuffix(name, ".seg") && len(name) == 12 && e.Type().IsRegular():
 			id, err := strconv.ParseUint(name[:8], 16, 32)
 			if err == nil && id > 0 {
@@ -202,6 +205,7 @@ func (w *Wheel) resetState() {
 func (r *recovery) loadCheckpoints() (*checkpoint, error) {
 	var best *checkpoint
 	for i := range uint64(2) {
+		r.w.ckptSegs[i] = math.MaxUint32 // no file: it cannot replay anything
 		path := ckptPath(r.w.dir, i)
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -217,6 +221,7 @@ func (r *recovery) loadCheckpoints() (*checkpoint, error) {
 			}
 			continue
 		}
+		r.w.ckptSegs[i] = c.seg
 		if best == nil || c.gen > best.gen {
 			best = c
 		}
@@ -248,7 +253,10 @@ func (r *recovery) openSegments(ids []uint32, haveGeometry bool) ([]*segment, er
 		}
 		hdr := make([]byte, segHeaderSize)
 		n, _ := f.ReadAt(hdr, 0)
-		g, herr := decodeSegHeader(hdr[:n], id)
+		g, compacted, herr := decodeSegHeader(hdr[:n], id)
+		if herr == nil && compacted != 0 && int64(compacted) != st.Size() {
+			herr = fmt.Errorf("compacted segment of %d bytes, its header says %d", st.Size(), compacted)
+		}
 		if herr == nil && haveGeometry && g != w.g {
 			herr = fmt.Errorf("geometry tick %dms slots %d differs from the checkpoint's", g.tick, g.nslots)
 		}
@@ -276,7 +284,7 @@ func (r *recovery) openSegments(ids []uint32, haveGeometry bool) ([]*segment, er
 			w.g, haveGeometry = g, true
 		}
 		s := newSegmentState(id, path)
-		s.f, s.size = f, st.Size()
+		s.f, s.size, s.compacted = f, st.Size(), compacted != 0
 		if s.data, err = mapFile(f, int(s.size), false); err != nil {
 			f.Close()
 			closeAll(segs)
@@ -316,10 +324,16 @@ func (r *recovery) canReplay(cp *checkpoint, segs []*segment) bool {
 	have := map[uint32]bool{}
 	for _, s := range segs {
 		if s.id >= cp.seg {
-			break
+			if s.compacted { // compaction waits for both checkpoints to pass a segment
+				r.problem("segment %d is compacted but the checkpoint replays it", s.id)
+				return false
+			}
+			continue
 		}
 		have[s.id] = true
-		if want, ok := cp.sealed[s.id]; ok && want != s.size {
+		// A compacted segment checks its own size (its header); the
+		// checkpoint may predate the compaction.
+		if want, ok := cp.sealed[s.id]; ok && want != s.size && !s.compacted {
 			r.problem("segment %d is %d bytes, the checkpoint says %d", s.id, s.size, want)
 			return false
 		}
@@ -555,6 +569,11 @@ func (r *recovery) cut(s *segment, end int64, after []*segment) {
 		if err := s.f.Truncate(end); err != nil {
 			w.problem("segment %d: truncate: %v", s.id, err)
 		}
+		if s.compacted { // its header holds its size
+			if _, err := s.f.WriteAt(encodeSegHeader(s.id, w.g, uint32(end)), 0); err != nil {
+				w.problem("segment %d: header: %v", s.id, err)
+			}
+		}
 		s.size = end
 		s.dirty = true
 	}
@@ -615,6 +634,20 @@ func (r *recovery) finish(segs []*segment) error {
 		w.dirDirty = true
 		clear(w.heads)
 	}
+	if last := w.segs[len(w.segs)-1]; last.compacted {
+		// Only a rebuild ends on a compacted segment (the ones after it
+		// were lost). Its size is final: seal it and start a new one.
+		if err := r.seal(last); err != nil {
+			return err
+		}
+		s, err := createSegment(w.dir, max(r.maxID, last.id)+1, w.g, int(w.segBytes))
+		if err != nil {
+			return err
+		}
+		w.segs = append(w.segs, s)
+		w.dirDirty = true
+		clear(w.heads)
+	}
 	a := w.segs[len(w.segs)-1]
 	if a.idx != nil {
 		unmapFile(a.idx)
@@ -632,6 +665,11 @@ func (r *recovery) finish(segs []*segment) error {
 		return err
 	}
 	w.active = a
+	for _, s := range w.segs[:len(w.segs)-1] {
+		if !s.compacted {
+			w.queueCompaction(s.id)
+		}
+	}
 	if w.ckptSeg == 0 {
 		w.ckptSeg = a.id
 	}

@@ -12,7 +12,15 @@ import (
 // a 32-byte header:
 //
 //	0 magic "KDWHLSEG"  8 version u32  12 id u32  16 tick ms u32
-//	20 slots u32  24 reserved u32  28 crc32c of [0, 28)
+//	20 slots u32  24 compacted size u32  28 crc32c of [0, 28)
+//
+// The compacted size is 0 in a segment written by Add (the log). A sealed
+// segment rewritten by compaction (compact.go) holds its entries grouped by
+// slot and no marks, and its header holds its exact file size, so that a
+// cut or extended compacted file is recognised without a checkpoint. The
+// field was reserved (always 0) before compaction existed: directories
+// written by earlier versions read as they did, and earlier versions read
+// a compacted segment as a plain sealed one.
 //
 // Entries are chained per slot inside their segment only, so a segment can
 // be deleted on its own. When a segment is sealed its slot heads are written
@@ -20,7 +28,7 @@ import (
 //
 //	0 magic "KDWHLIDX"  8 version u32  12 id u32  16 tick ms u32  20 slots u32
 //	24 segment size i64  32 min due i64  40 max due i64  48 entries i64
-//	56 ranges u32  60 reserved u32  64 heads: slots x u32
+//	56 ranges u32  60 compacted size u32  64 heads: slots x u32
 //	then ranges x {partition i32, min offset i64, max offset i64}, crc32c u32
 const (
 	formatVersion  = 1
@@ -53,6 +61,10 @@ type segment struct {
 	sealed bool
 	dirty  bool // written since the last fsync
 
+	compacted bool // rewritten grouped by slot (compact.go); size is final
+
+	readLo, readHi int64 // range of data read since the last releaseMapped
+
 	idx     []byte // sealed: the .idx file (mapped)
 	idxFile *os.File
 
@@ -65,44 +77,48 @@ func segPath(dir string, id uint32) string { return filepath.Join(dir, fmt.Sprin
 func idxPath(dir string, id uint32) string { return filepath.Join(dir, fmt.Sprintf("%08x.idx", id)) }
 
 func newSegmentState(id uint32, path string) *segment {
-	return &segment{id: id, path: path, minDue: math.MaxInt64, maxDue: math.MinInt64}
+	return &segment{id: id, path: path, minDue: math.MaxInt64, maxDue: math.MinInt64, readLo: math.MaxInt64}
 }
 
-func encodeSegHeader(id uint32, g geometry) []byte {
+// encodeSegHeader returns the header of segment id; compacted is the file
+// size of a compacted segment, 0 for a log segment.
+func encodeSegHeader(id uint32, g geometry, compacted uint32) []byte {
 	b := make([]byte, segHeaderSize)
 	copy(b, segMagic)
 	le.PutUint32(b[8:], formatVersion)
 	le.PutUint32(b[12:], id)
 	le.PutUint32(b[16:], uint32(g.tick))
 	le.PutUint32(b[20:], uint32(g.nslots))
+	le.PutUint32(b[24:], compacted)
 	le.PutUint32(b[28:], checksum(b[:28]))
 	return b
 }
 
 var errBadHeader = errors.New("wheel: bad header")
 
-// decodeSegHeader checks a segment header and returns its geometry.
-func decodeSegHeader(b []byte, id uint32) (geometry, error) {
+// decodeSegHeader checks a segment header and returns its geometry and its
+// compacted size (0: a log segment).
+func decodeSegHeader(b []byte, id uint32) (geometry, uint32, error) {
 	if len(b) < segHeaderSize {
-		return geometry{}, fmt.Errorf("%w: short segment header", errBadHeader)
+		return geometry{}, 0, fmt.Errorf("%w: short segment header", errBadHeader)
 	}
 	if string(b[:8]) != segMagic {
-		return geometry{}, fmt.Errorf("%w: not a wheel segment", errBadHeader)
+		return geometry{}, 0, fmt.Errorf("%w: not a wheel segment", errBadHeader)
 	}
 	if le.Uint32(b[28:]) != checksum(b[:28]) {
-		return geometry{}, fmt.Errorf("%w: segment header checksum", errBadHeader)
+		return geometry{}, 0, fmt.Errorf("%w: segment header checksum", errBadHeader)
 	}
 	if v := le.Uint32(b[8:]); v != formatVersion {
-		return geometry{}, fmt.Errorf("%w: segment format version %d, want %d", errBadHeader, v, formatVersion)
+		return geometry{}, 0, fmt.Errorf("%w: segment format version %d, want %d", errBadHeader, v, formatVersion)
 	}
 	if got := le.Uint32(b[12:]); got != id {
-		return geometry{}, fmt.Errorf("%w: segment id %d in file named %d", errBadHeader, got, id)
+		return geometry{}, 0, fmt.Errorf("%w: segment id %d in file named %d", errBadHeader, got, id)
 	}
 	g := geometry{tick: int64(le.Uint32(b[16:])), nslots: int(le.Uint32(b[20:]))}
 	if g.tick <= 0 || g.nslots < 2 || g.nslots > maxSlots {
-		return geometry{}, fmt.Errorf("%w: segment geometry tick %dms slots %d", errBadHeader, g.tick, g.nslots)
+		return geometry{}, 0, fmt.Errorf("%w: segment geometry tick %dms slots %d", errBadHeader, g.tick, g.nslots)
 	}
-	return g, nil
+	return g, le.Uint32(b[24:]), nil
 }
 
 // createSegment creates segment id with room for mapLen bytes.
@@ -112,7 +128,7 @@ func createSegment(dir string, id uint32, g geometry, mapLen int) (*segment, err
 	if err != nil {
 		return nil, fmt.Errorf("wheel: create segment: %w", err)
 	}
-	if _, err := f.WriteAt(encodeSegHeader(id, g), 0); err != nil {
+	if _, err := f.WriteAt(encodeSegHeader(id, g, 0), 0); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("wheel: write segment header %s: %w", s.path, err)
 	}
@@ -173,6 +189,22 @@ func (s *segment) head(i int) uint32 {
 	return le.Uint32(s.idx[idxHeaderSize+4*i:])
 }
 
+// compactedSize is what the headers of a compacted segment and of its
+// index hold: its size, 0 for a log segment.
+func (s *segment) compactedSize() uint32 {
+	if s.compacted {
+		return uint32(s.size)
+	}
+	return 0
+}
+
+// read notes that the record at pos is about to be read.
+func (s *segment) read(pos uint32) {
+	p := int64(pos)
+	s.readLo = min(s.readLo, p)
+	s.readHi = max(s.readHi, p+1)
+}
+
 func (s *segment) noteEntry(due int64) {
 	s.minDue = min(s.minDue, due)
 	s.maxDue = max(s.maxDue, due)
@@ -220,6 +252,7 @@ func encodeIdx(s *segment, g geometry, heads []uint32) []byte {
 	le.PutUint64(b[40:], uint64(s.maxDue))
 	le.PutUint64(b[48:], uint64(s.entries))
 	le.PutUint32(b[56:], uint32(len(s.ranges)))
+	le.PutUint32(b[60:], s.compactedSize())
 	p := b[idxHeaderSize:]
 	for _, h := range heads {
 		le.PutUint32(p, h)
@@ -250,6 +283,11 @@ func decodeIdx(b []byte, s *segment, g geometry) error {
 	}
 	if int64(le.Uint64(b[24:])) != s.size {
 		return fmt.Errorf("%w: index covers %d bytes, segment has %d", errBadHeader, int64(le.Uint64(b[24:])), s.size)
+	}
+	// An index of the segment before its compaction can have the same size
+	// (no marks were dropped) but other heads.
+	if le.Uint32(b[60:]) != s.compactedSize() {
+		return fmt.Errorf("%w: index of the segment before or after its compaction", errBadHeader)
 	}
 	nr := int(le.Uint32(b[56:]))
 	if n != idxHeaderSize+4*g.nslots+rangeSize*nr+4 {

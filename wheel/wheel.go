@@ -62,6 +62,13 @@ type Options struct {
 	// SegmentBytes is the segment size before rolling, default 64 MiB,
 	// between 4 KiB and 1 GiB.
 	SegmentBytes int64
+	// NoCompaction turns off the background rewrite of sealed segments
+	// grouped by slot (default: on; see the package documentation). Without
+	// it, Expire reads each entry from wherever Add appended it, which costs
+	// more per entry and keeps more segment pages resident; with it, each
+	// entry is written once more, off the caller's goroutine. Segments
+	// already compacted stay readable either way.
+	NoCompaction bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -172,20 +179,29 @@ type Wheel struct {
 
 	q       tickQueue // scanned entries of one tick, sorted
 	cursors []chainCursor
+	stage   []staged   // entries of the tick being scanned, to check pending
 	touched byte       // keeps the prefetching loads of scan
 	late    candHeap   // entries added for ticks already scanned
 	flight  flightRing // handed out, maybe not done
 	lastK   key
 	lastOK  bool
+	scans   int64 // ticks scanned since Open
 
 	lastNow      int64
 	lastSync     int64
 	dirDirty     bool
 	ckptGen      uint64
 	ckptSeg      uint32
+	ckptSegs     [2]uint32 // segment of the position of checkpoint.0 and .1
 	sinceCkpt    int64
 	sinceReclaim int64
 	ckptBuf      []byte
+
+	job            *compactJob // running or finished, not installed
+	compactQ       []uint32    // sealed segments to compact, by id
+	compacted      int         // compactions installed since Open
+	compactEntries int64
+	compactCPU     time.Duration // CPU time of the installed compactions
 
 	problems []string
 	corrupt  int64
@@ -471,6 +487,11 @@ func (w *Wheel) flush(forceSync bool) error {
 	if err := w.writeBuffered(); err != nil {
 		return err
 	}
+	// Before the fsync: it makes the rename, the new index and the segment
+	// under its own name durable before any later checkpoint lists it.
+	if err := w.finishCompaction(); err != nil {
+		return err
+	}
 	durable := w.opt.Sync == SyncNone
 	if forceSync || w.opt.Sync == SyncBatch ||
 		(w.opt.Sync == SyncInterval && w.lastNow-w.lastSync >= w.opt.SyncInterval.Milliseconds()) {
@@ -485,14 +506,17 @@ func (w *Wheel) flush(forceSync bool) error {
 	for _, p := range w.parts {
 		p.durable = p.handled
 	}
-	if w.sinceCkpt >= w.ckptEvery {
+	if w.sinceCkpt >= w.ckptEvery || w.compactWaits() {
 		if err := w.writeCheckpoint(); err != nil {
 			return err
 		}
 	}
 	if w.sinceReclaim >= reclaimEvery || (w.pending == 0 && len(w.segs) > 1) {
-		return w.reclaim()
+		if err := w.reclaim(); err != nil {
+			return err
+		}
 	}
+	w.startCompaction()
 	return nil
 }
 
@@ -561,6 +585,7 @@ func (w *Wheel) roll(n int) error {
 	if err := writeIdx(w.dir, a, w.g, w.heads); err != nil {
 		return err
 	}
+	w.queueCompaction(a.id)
 	// Map exactly what is there. Not populated: filling the page tables of
 	// every sealed segment counted all of them in the relay's RSS (207 MB
 	// of 349 MB with 1M pending, docs/benchmarks.md); pages now come in as
@@ -639,6 +664,9 @@ func (w *Wheel) reclaim() error {
 			free = append(free, s)
 		}
 	}
+	if j := w.job; j != nil && slices.Contains(free, j.seg) {
+		w.stopCompaction() // nothing left in it worth compacting
+	}
 	if len(free) == 0 {
 		return nil
 	}
@@ -676,6 +704,7 @@ func (w *Wheel) Close() error {
 	if w.closed {
 		return ErrClosed
 	}
+	w.stopCompaction()
 	var err error
 	if w.err == nil {
 		err = w.flush(true)
@@ -698,6 +727,7 @@ func (w *Wheel) Close() error {
 }
 
 func (w *Wheel) closeFiles() error {
+	w.stopCompaction()
 	var errs []error
 	for _, s := range w.segs {
 		errs = append(errs, s.close())
