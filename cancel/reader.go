@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/levels"
 )
@@ -72,17 +71,7 @@ type Reader struct {
 	changed chan struct{}   // closed and replaced when pos advances
 	through time.Time       // the barrier: every cancel acked before it is in set
 	readErr error           // the last fetch error, for Sync's message
-
-	// The cancel topic's partitions, from the last full listing (kadm:
-	// metadata, then ListOffsets), and when it was; rounds in between
-	// send the ListOffsets alone (one round trip). Sync only.
-	parts   []int32
-	partsAt time.Time
 }
-
-// relist is how often a barrier round lists the topic's partitions again
-// (a topic recreated with more partitions is seen within it).
-const relist = 10 * time.Second
 
 // NewReader creates the reader's client (no consumer group: every
 // partition from its start, read_committed) and starts reading.
@@ -228,9 +217,6 @@ func (r *Reader) bad(reason string, rec *kgo.Record, detail string) {
 // error when it ends first.
 func (r *Reader) Sync(ctx context.Context) error {
 	t := r.now()
-	if want, ok := r.quickEnds(ctx, t); ok {
-		return r.readThrough(ctx, t, want)
-	}
 	ends, err := r.adm.ListCommittedOffsets(ctx, r.topic)
 	if err == nil {
 		err = ends.Error()
@@ -245,61 +231,11 @@ func (r *Reader) Sync(ctx context.Context) error {
 		return fmt.Errorf("%w: %s", ErrNoTopic, r.topic)
 	}
 	want := map[int32]int64{}
-	parts := []int32{}
 	ends.Each(func(o kadm.ListedOffset) {
-		parts = append(parts, o.Partition)
 		if o.Offset > 0 {
 			want[o.Partition] = o.Offset
 		}
 	})
-	r.parts, r.partsAt = parts, t
-	return r.readThrough(ctx, t, want)
-}
-
-// quickEnds lists the last stable offsets of the partitions known from the
-// last full listing with one ListOffsets request (franz-go sends it to
-// each partition's leader). It reports false when a full listing is due
-// or the request failed in any way: the caller then lists in full.
-func (r *Reader) quickEnds(ctx context.Context, t time.Time) (map[int32]int64, bool) {
-	if len(r.parts) == 0 || t.Sub(r.partsAt) >= relist {
-		return nil, false
-	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = 1 // read_committed: the last stable offset
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = r.topic
-	for _, p := range r.parts {
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition = p
-		rp.CurrentLeaderEpoch = -1
-		rp.Timestamp = -1 // the end
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, r.cl)
-	if err != nil {
-		return nil, false
-	}
-	want := map[int32]int64{}
-	n := 0
-	for _, tp := range resp.Topics {
-		for _, p := range tp.Partitions {
-			if tp.Topic != r.topic || kerr.ErrorForCode(p.ErrorCode) != nil {
-				return nil, false
-			}
-			n++
-			if p.Offset > 0 {
-				want[p.Partition] = p.Offset
-			}
-		}
-	}
-	return want, n == len(r.parts)
-}
-
-// readThrough waits until every partition in want has been read up to its
-// offset, then moves the barrier to t.
-func (r *Reader) readThrough(ctx context.Context, t time.Time, want map[int32]int64) error {
 	for {
 		r.mu.Lock()
 		behind := 0
