@@ -104,7 +104,7 @@ type Relay struct {
 	onIdle    func()
 	idleAfter time.Duration
 	busyAt    time.Time // last iteration that handled records; zero once idle was reported (loop only)
-	lastIter  time.Time // end of the loop's last iteration (loop only)
+	lastIter  time.Time // when the loop last decided a batch (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
 	maxBatch  int
 	maxBytes  int
@@ -468,16 +468,17 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			}
 		})
 		now := r.now()
-		// A loop that stood still past the session timeout since its last
-		// iteration (the process frozen, starved) may have lost its
-		// partitions without knowing yet: at least once, nothing fences
-		// its forwards, so it forwards nothing until a commit confirms it
-		// is still a member (next iteration, confirmMember). Checked with
-		// the time the batch is decided at.
+		// A loop that stood still past the session timeout since it last
+		// decided a batch (the process frozen or starved, anywhere in the
+		// iteration) may have lost its partitions without knowing yet: at
+		// least once, nothing fences its forwards, so it forwards nothing
+		// until a commit confirms it is still a member (next iteration,
+		// confirmMember).
 		if r.txn == nil && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.cfg.SessionTimeout {
 			r.suspect = true
 			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", now.Sub(r.lastIter).Round(time.Millisecond).String())
 		}
+		r.lastIter = now
 		var b, solo []*item
 		started := newAttempts()
 		if r.suspect {
@@ -522,7 +523,6 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.m.ready.Set(boolFloat(r.Ready()))
 		r.cl.AllowRebalance()
 		r.idle(now, len(b)+len(solo) > 0)
-		r.lastIter = r.now()
 	}
 	// Shutdown: what is in flight lands (or the shutdown timeout passes),
 	// and what landed is committed.
