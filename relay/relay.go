@@ -98,8 +98,7 @@ type Relay struct {
 	txn *kgo.GroupTransactSession // exactly-once mode; nil at least once
 	// prev are the produce attempts of the last batch (at-least-once
 	// mode): the next iteration waits for them (up to flightWait) after
-	// deciding its own batch, so deciding overlaps the acks. Written by
-	// the loop under mu.
+	// deciding its own batch, so deciding overlaps the acks. Loop only.
 	prev      *attempts
 	onIdle    func()
 	idleAfter time.Duration
@@ -947,9 +946,11 @@ func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int3
 	r.release(cl, lost[r.cfg.Topic], "lost")
 }
 
-// release forgets partitions that are no longer ours. Everything done was
-// committed at the end of its batch; wheel entries and retries are dropped
-// because the new owner re-reads them from the committed offset. On
+// release forgets partitions that are no longer ours. What was done is
+// committed (each iteration commits what landed; a revoke hands over its
+// produces in flight first, handOver); wheel entries, retries and what is
+// still in flight are dropped because the new owner re-reads them from the
+// committed offset. On
 // shutdown the wheel is kept, so a restart that gets the partitions back
 // sends no duplicate.
 func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
