@@ -180,15 +180,10 @@ func TestGracefulRestart(t *testing.T) {
 // partitions), then the second is killed (SIGKILL) at 40% delivered; the
 // other two take over its partitions once its session times out.
 //
-// Known failure, at-least-once mode, intermittent (1 of 3 real-broker
-// runs on 2 loaded cores, 2026-12-01): records a relay forwarded shortly
-// before the join's cooperative rebalance revoked their partition come
-// again from the new owner, before any fault. The relay's revoke handler
-// (relay.go release) forgets the partition without waiting for the
-// produces still in flight (a batch waits at most flightWait, 250 ms, for
-// its acks) or committing them, so the new owner re-reads them from the
-// older committed offset. The fix is in the relay (drain and commit the
-// revoked partitions in onRevoked, as the shutdown does), not here.
+// It caught, at least once, records a relay forwarded shortly before the
+// join's cooperative rebalance revoked their partition coming again from
+// the new owner: the revoke dropped the produces in flight. Fixed in the
+// relay (handOver in relay.go; TestRevokeMidBatch pins it on kfake).
 func TestRelaysOneKilled(t *testing.T) {
 	t.Parallel()
 	for _, mode := range deliveryModes {
@@ -238,14 +233,10 @@ func TestRelaysOneKilled(t *testing.T) {
 // the zombie must not get a single record committed: its transactions are
 // fenced by the group generation.
 //
-// Known failure, at-least-once mode, intermittent (1 of 3 real-broker
-// runs, 2026-12-01): the woken zombie forwards records that came due in
-// its wheel during the freeze, for partitions the group gave away, before
-// its client learns it is no longer a member (the heartbeat's
-// UNKNOWN_MEMBER_ID comes a few hundred ms later): duplicates stamped after
-// the fault. Nothing fences an at-least-once relay; the fix is in the
-// relay (e.g. after a stall longer than the session timeout, confirm the
-// membership, by a commit or a heartbeat, before forwarding), not here.
+// It caught, at least once, the woken zombie forwarding before its client
+// learned it was no longer a member: duplicates first forwarded after the
+// fault. Fixed in the relay (a loop that stood still past the session
+// timeout confirms its membership with a commit before it forwards).
 func TestZombie(t *testing.T) {
 	t.Parallel()
 	for _, mode := range deliveryModes {
