@@ -726,8 +726,8 @@ func (r *Relay) updateGauges(now time.Time) {
 		r.m.lag.WithLabelValues(levelLabel(level)).Set(float64(lag[level]))
 	}
 	r.health.update(now, status{
-		due:          due || retrying > 0,
-		retrying:     retrying > 0,
+		due:          due || retrying > 0 || r.suspect,
+		retrying:     retrying > 0 || r.suspect, // holding its forwards until membership is confirmed
 		deadRetrying: deadRetrying > 0,
 		noWheel:      r.wheel == nil,
 	})
