@@ -97,8 +97,9 @@ type Config struct {
 	// wheel takes; longer waits cascade through the delay topic. Default:
 	// the largest gap between consecutive levels (1h for the default levels).
 	WheelHorizon time.Duration `env:"WHEEL_HORIZON"`
-	// WheelSync, KDELAY_WHEEL_SYNC: batch (fsync every group commit),
-	// interval (at most once a second) or none; default batch. Commits never
+	// WheelSync, KDELAY_WHEEL_SYNC: batch (fsync before every offset
+	// commit: at least once, at most every 100ms; exactly once, every
+	// transaction), interval (at most once a second) or none; default batch. Commits never
 	// pass a record the wheel holds, so a weaker policy risks duplicates after
 	// a crash, never loss.
 	WheelSync string `env:"WHEEL_SYNC" envDefault:"batch"`

@@ -107,8 +107,15 @@ type commitReq struct {
 func (r *Relay) commitOffsets() map[int32]commitReq { return r.commitOffsetsAll(false) }
 
 // commitOffsetsAll is commitOffsets; with all, it includes the partitions
-// whose commit would not change. r.mu is held.
+// whose commit would not change. With syncOnCommit it first fsyncs the
+// wheel, so that no commit (its done set) runs ahead of what the wheel has
+// on disk: one fsync per commit, at most one per commitEvery. r.mu is held.
 func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
+	if r.syncOnCommit && r.wheel != nil {
+		if err := r.wheel.Sync(); err != nil {
+			r.wheelFailed("sync", err)
+		}
+	}
 	out := make(map[int32]commitReq)
 	for p, ps := range r.parts {
 		if ps.handled < 0 {

@@ -21,6 +21,7 @@ type Store interface {
 	Trim(partition int32, below int64) error
 	Drop(partition int32) error
 	Flush() error
+	Sync() error
 	Close() error
 	// Corrupt counts the records found damaged since Open (bit rot);
 	// entries behind one are not handed out.

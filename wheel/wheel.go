@@ -32,6 +32,8 @@ func (p SyncPolicy) String() string {
 		return "interval"
 	case SyncNone:
 		return "none"
+	case SyncManual:
+		return "manual"
 	}
 	return fmt.Sprintf("SyncPolicy(%d)", int(p))
 }
@@ -93,7 +95,7 @@ func (o Options) withDefaults() (Options, error) {
 	} else if o.Tick >= time.Millisecond && int64(o.Horizon/o.Tick)+2 > maxSlots {
 		errs = append(errs, fmt.Errorf("wheel: Horizon/Tick = %d slots, at most %d", o.Horizon/o.Tick, maxSlots-2))
 	}
-	if o.Sync < SyncBatch || o.Sync > SyncNone {
+	if o.Sync < SyncBatch || o.Sync > SyncManual {
 		errs = append(errs, fmt.Errorf("wheel: unknown sync policy %d", int(o.Sync)))
 	}
 	if o.SyncInterval < 0 {
