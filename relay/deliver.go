@@ -58,6 +58,15 @@ type item struct {
 	backoff   time.Duration // wait before the attempt after next
 }
 
+// While wheel entries come due within fireSoon, an iteration takes at most
+// headsWhileFiring queue heads. Deciding a head costs a few microseconds (a
+// wheel add is most of it); a full batch of 4096 heads read at their level
+// time, at once, held every entry due meanwhile for 10-15ms.
+const (
+	fireSoon         = 10 * time.Millisecond
+	headsWhileFiring = 512
+)
+
 // Backoff bounds of a failing record's retries.
 const (
 	minBackoff = 100 * time.Millisecond
@@ -91,14 +100,20 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 			b = append(b, it)
 		}
 	}
+	room := r.maxBatch
 	if r.firstAsg && r.wheel != nil {
 		r.collectWheel(ctx, started, now, &b)
+		if ms, ok := r.wheel.NextExpiry(); ok && ms <= now.Add(fireSoon).UnixMilli() {
+			// Entries come due meanwhile: a short batch of heads, so that
+			// they are not held behind thousands of records read at once.
+			room = min(room, len(b)+headsWhileFiring)
+		}
 	}
 	for _, ps := range r.parts {
 		ps.waitFor = time.Time{}
 		// A partition whose retries fill its queue's room takes no new
 		// heads: the failing records hold back their own partition only.
-		for len(ps.queue) > 0 && len(b) < r.maxBatch && !r.crowded(ps) {
+		for len(ps.queue) > 0 && len(b) < room && !r.crowded(ps) {
 			rec := ps.queue[0]
 			if ps.catchingUp(rec.Offset) || ps.knownDone(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
 				// Read again after a restart or a seek, but its outcome is
