@@ -127,10 +127,13 @@ func (w *Wheel) alive(h *entryHeader) bool {
 
 // Expire calls fn for up to max entries with Due <= now, in due order
 // (milliseconds; ties by partition, then offset), and returns how many. The
-// payload passed to fn is a fresh slice. An entry handed out is in flight:
+// payload passed to fn is a copy. An entry handed out is in flight:
 // it is not handed out again by this Wheel, but comes back after a reopen
-// unless its Done was flushed. fn may call Done, SetHandled and Add, not
-// Expire.
+// unless its Done was flushed. The payload is the caller's to keep and
+// modify: its capacity is its length, and payloads up to 4 KiB are cut
+// from allocations of 16 KiB shared with other payloads (such an
+// allocation stays in memory while one of its payloads is referenced). fn
+// may call Done, SetHandled and Add, not Expire.
 func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	if err := w.usable(); err != nil {
 		return 0, err
@@ -444,6 +447,12 @@ func (w *Wheel) segment(id uint32) *segment {
 	if a := w.active; a.id == id {
 		return a
 	}
+	// ids are mostly contiguous: try the place they would have
+	if len(w.segs) > 0 {
+		if k := id - w.segs[0].id; k < uint32(len(w.segs)) && w.segs[k].id == id {
+			return w.segs[k]
+		}
+	}
 	lo, hi := 0, len(w.segs)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -488,13 +497,35 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 		return false
 	}
 	var payload []byte
-	if size > entryHeaderSize {
-		payload = make([]byte, size-entryHeaderSize)
+	if n := size - entryHeaderSize; n > 0 {
+		payload = w.payloadBuf(n)
 		copy(payload, r[entryHeaderSize:size])
 	}
 	w.flight.push(inflight{due: c.due, off: c.off, part: c.part})
 	fn(Entry{Due: c.due, Partition: c.part, Offset: c.off, Payload: payload})
 	return true
+}
+
+// payloadSlab is the size of the allocations payloads are cut from: one
+// allocation serves many small payloads instead of one each. A payload
+// keeps its slab in memory while it is referenced, so this bounds what a
+// payload kept long by the caller holds on to.
+const payloadSlab = 16 << 10
+
+// payloadBuf returns a slice of n bytes for a payload handed out: cut from
+// the current slab when it fits, its capacity limited to n, so that
+// appending to it never reaches another payload. Payloads larger than a
+// quarter slab get their own allocation.
+func (w *Wheel) payloadBuf(n int) []byte {
+	if n > payloadSlab/4 {
+		return make([]byte, n)
+	}
+	if len(w.slab) < n {
+		w.slab = make([]byte, payloadSlab)
+	}
+	b := w.slab[:n:n]
+	w.slab = w.slab[n:]
+	return b
 }
 
 // restartState returns the tick a restart must scan from, and the spans to

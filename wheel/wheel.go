@@ -185,7 +185,8 @@ type Wheel struct {
 	flight  flightRing // handed out, maybe not done
 	lastK   key
 	lastOK  bool
-	scans   int64 // ticks scanned since Open
+	slab    []byte // what is left of the allocation payloads are cut from
+	scans   int64  // ticks scanned since Open
 
 	lastNow      int64
 	lastSync     int64
@@ -318,8 +319,12 @@ func (w *Wheel) Add(now int64, e Entry) error {
 	pos := uint32(a.size + int64(len(w.wbuf)))
 	t := w.tickOf(e.Due)
 	s := w.slotOf(t)
+	// The slot's head and span are two cache misses (random slots, a
+	// megabyte of them): load both here, together, so that they overlap.
+	prev, sp := w.heads[s], &w.sum[s]
+	w.touched += byte(sp.min)
 	w.wbuf = appendEntry(w.wbuf, entryHeader{
-		part: e.Partition, epoch: p.epoch, prev: w.heads[s], off: e.Offset, due: e.Due,
+		part: e.Partition, epoch: p.epoch, prev: prev, off: e.Offset, due: e.Due,
 	}, e.Payload)
 	w.heads[s] = pos
 	a.noteEntry(e.Due)
@@ -330,7 +335,7 @@ func (w *Wheel) Add(now int64, e Entry) error {
 	if t < w.cur {
 		w.late.push(cand{due: e.Due, off: e.Offset, part: e.Partition, seg: a.id, pos: pos})
 	} else {
-		w.noteFuture(t, e.Due)
+		w.noteFuture(t, s, e.Due)
 	}
 	w.sinceCkpt += int64(size)
 	if len(w.wbuf) >= writeAhead {
