@@ -285,6 +285,9 @@ func (w *Wheel) scan(t int64) error {
 	for len(cur) > 0 {
 		var touch byte
 		for _, c := range cur {
+			if c.seg.compacted {
+				continue // touched above
+			}
 			if r := w.view(c.seg, c.pos); len(r) >= 128 {
 				touch += r[0] + r[63] + r[127] // header and a small payload
 			} else if len(r) > 0 {

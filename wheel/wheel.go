@@ -303,16 +303,18 @@ func (w *Wheel) Add(now int64, e Entry) error {
 			ErrInvalid, e.Due, e.Partition, e.Offset, len(e.Payload), MaxPayload)
 	}
 	p := w.part(e.Partition)
-	if p.pending.has(e.Offset) {
+	if !p.pending.add(e.Offset) { // one look-up: set now, cleared again on failure
 		return nil
 	}
 	if len(p.dones) > 0 {
 		if err := w.emitDones(p); err != nil {
+			p.pending.remove(e.Offset)
 			return w.fail(err)
 		}
 	}
 	size := alignUp(entryHeaderSize + len(e.Payload))
 	if err := w.ensureRoom(size); err != nil {
+		p.pending.remove(e.Offset)
 		return w.fail(err)
 	}
 	a := w.active
@@ -328,7 +330,6 @@ func (w *Wheel) Add(now int64, e Entry) error {
 	}, e.Payload)
 	w.heads[s] = pos
 	a.noteEntry(e.Due)
-	p.pending.add(e.Offset)
 	w.pending++
 	p.high = max(p.high, e.Offset)
 	p.noteSegment(a.id, e.Offset)
