@@ -368,29 +368,39 @@ type staged struct {
 const stageBatch = 1024
 
 // drainStage moves the staged entries that are still pending to the tick
-// queue. Their pending bits are first touched in a tight loop: the bitsets
-// are megabytes, so each look-up is a cache miss, and this way the misses
-// overlap instead of coming one after the other.
+// queue. The bitsets are megabytes, so each look-up is a cache miss (often
+// a TLB miss too): the words are first located (cheap: the chunk keys stay
+// in the cache), then loaded in a loop so short that many of its misses are
+// in flight at once, then tested.
 func (w *Wheel) drainStage() error {
 	st := w.stage
-	var touch uint64
+	words := w.stageWords[:0]
 	for i := range st {
-		if p := w.lookup(st[i].c.part); p != nil {
-			touch += p.pending.peek(st[i].c.off)
+		var wp *uint64
+		if p := w.lookup(st[i].c.part); p != nil && p.epoch == st[i].epoch {
+			wp = p.pending.word(st[i].c.off)
+		}
+		words = append(words, wp)
+	}
+	var touch uint64
+	for _, wp := range words {
+		if wp != nil {
+			touch += *wp
 		}
 	}
 	w.touched += byte(touch)
-	for i := range st {
-		e := &st[i]
-		if p := w.lookup(e.c.part); p != nil && p.epoch == e.epoch && p.pending.has(e.c.off) {
-			if err := w.q.add(e.c); err != nil {
-				w.stage = st[:0]
-				return err
+	var err error
+	for i, wp := range words {
+		if wp != nil && *wp&(1<<(st[i].c.off&63)) != 0 {
+			if err = w.q.add(st[i].c); err != nil {
+				break
 			}
 		}
 	}
+	clear(words) // they point into the bitsets
+	w.stageWords = words[:0]
 	w.stage = st[:0]
-	return nil
+	return err
 }
 
 // chainCursor is the next record of a slot chain being walked.

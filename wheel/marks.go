@@ -75,19 +75,14 @@ func (s *offsetSet) has(off int64) bool {
 	return s.words[i][b>>6]&(1<<(b&63)) != 0
 }
 
-// peek loads the memory has(off) will read, for a prefetching loop; the
-// value means nothing.
-func (s *offsetSet) peek(off int64) uint64 {
-	n := len(s.keys)
-	if n == 0 {
-		return 0
+// word returns the word holding the bit of off (bit off&63), nil if its
+// chunk does not exist. It is valid until the set changes.
+func (s *offsetSet) word(off int64) *uint64 {
+	i, ok := s.find(off >> chunkShift)
+	if !ok {
+		return nil
 	}
-	k := off>>chunkShift - s.keys[0].idx
-	if uint64(k) >= uint64(n) {
-		return 0
-	}
-	b := off & (chunkBits - 1)
-	return uint64(s.keys[k].idx) + s.words[k][b>>6]
+	return &s.words[i][(off&(chunkBits-1))>>6]
 }
 
 // add sets off; it reports whether it was not set before.

@@ -177,16 +177,18 @@ type Wheel struct {
 	dirty   []*partState
 	pending int64
 
-	q       tickQueue // scanned entries of one tick, sorted
-	cursors []chainCursor
-	stage   []staged   // entries of the tick being scanned, to check pending
-	touched byte       // keeps the prefetching loads of scan
-	late    candHeap   // entries added for ticks already scanned
-	flight  flightRing // handed out, maybe not done
-	lastK   key
-	lastOK  bool
-	slab    []byte // what is left of the allocation payloads are cut from
-	scans   int64  // ticks scanned since Open
+	q          tickQueue // scanned entries of one tick, sorted
+	cursors    []chainCursor
+	stage      []staged   // entries of the tick being scanned, to check pending
+	stageWords []*uint64  // drainStage's pointers to their bitset words
+	touched    byte       // keeps the prefetching loads of scan
+	late       candHeap   // entries added for ticks already scanned
+	flight     flightRing // handed out, maybe not done
+	lastK      key
+	lastOK     bool
+	slab       []byte // what is left of the allocation payloads are cut from
+	rbuf       []byte // readActive's buffer
+	scans      int64  // ticks scanned since Open
 
 	lastNow      int64
 	lastSync     int64
