@@ -12,6 +12,7 @@ type cand struct {
 	part int32
 	seg  uint32
 	pos  uint32
+	rec  uint32 // 1 + where the scan kept a copy of the record in Wheel.recs, 0 none
 }
 
 type key struct {
@@ -240,6 +241,10 @@ func (w *Wheel) scan(t int64) error {
 	later := (t + int64(w.g.nslots)) * w.g.tick // earliest due of this slot's next lap
 	next := emptySpan()
 	w.q.begin(t)
+	if cap(w.recs) > 64<<10 {
+		w.recs = nil // after a burst
+	}
+	w.recs = w.recs[:0]
 	cur := w.cursors[:0]
 	for _, seg := range w.segs {
 		var h uint32
@@ -285,8 +290,8 @@ func (w *Wheel) scan(t int64) error {
 	for len(cur) > 0 {
 		var touch byte
 		for _, c := range cur {
-			if c.seg.compacted {
-				continue // touched above
+			if c.seg.compacted || (c.seg == w.active && mappedWrites) {
+				continue // touched above, or read with pread
 			}
 			if r := w.view(c.seg, c.pos); len(r) >= 128 {
 				touch += r[0] + r[63] + r[127] // header and a small payload
@@ -346,7 +351,7 @@ const releaseEvery = 64
 func (w *Wheel) releaseMapped() {
 	for _, s := range w.segs {
 		lo := s.readLo &^ (faultAround - 1)
-		if s.readHi > s.readLo && lo < int64(len(s.data)) && mappedWrites { // else data is a private copy
+		if s.readHi > s.readLo && lo < int64(len(s.data)) && mappedWrites && s != w.active { // else data is a private copy, or read with pread
 			hi := (s.readHi + faultAround - 1) &^ (faultAround - 1)
 			release(s.data[lo:min(hi, int64(len(s.data)))])
 		}
@@ -414,7 +419,7 @@ type chainCursor struct {
 func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (uint32, error) {
 	seg.read(pos)
 	r := w.view(seg, pos)
-	kind, _, ok := parseRecord(r)
+	kind, size, ok := parseRecord(r)
 	if !ok || kind != kindEntry {
 		w.corrupt++
 		w.problem("segment %d offset %d: bad record in a slot chain, rest of the chain skipped", seg.id, pos)
@@ -423,7 +428,11 @@ func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (ui
 	h := decodeEntryHeader(r)
 	if h.due >= start {
 		if h.due < end {
-			w.stage = append(w.stage, staged{cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}, h.epoch})
+			c := cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}
+			if seg == w.active && mappedWrites {
+				c.rec = w.keepRecord(r, size)
+			}
+			w.stage = append(w.stage, staged{c, h.epoch})
 		} else if w.alive(&h) {
 			next.extend(h.due)
 		}
@@ -439,13 +448,19 @@ func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (ui
 }
 
 // view returns the bytes from pos to the end of what is written or
-// buffered in seg, nil if pos is outside.
+// buffered in seg, nil if pos is outside. For the active segment it returns
+// a copy of the record at pos (at least), valid until the next view.
 func (w *Wheel) view(s *segment, pos uint32) []byte {
 	p := int64(pos)
 	if p < segHeaderSize {
 		return nil
 	}
 	if p < s.size {
+		if s == w.active && mappedWrites {
+			if r := w.readActive(s, p); r != nil {
+				return r
+			}
+		}
 		return s.data[p:s.size]
 	}
 	if s == w.active {
@@ -454,6 +469,57 @@ func (w *Wheel) view(s *segment, pos uint32) []byte {
 		}
 	}
 	return nil
+}
+
+// readActive reads the record at p of the active segment with pread, nil
+// on an error (the caller then reads the mapping). The active segment is
+// not compacted: its entries lie scattered over it, so reading them
+// through the mapping costs a page fault for many of them, and each
+// releaseMapped then has most of the segment to unmap again. A pread per
+// entry costs about as much CPU (the scan keeps a copy for the hand-out,
+// see keepRecord), and keeps the segment's pages out of the resident set.
+func (w *Wheel) readActive(s *segment, p int64) []byte {
+	n := min(s.size-p, activeRead)
+	if int64(cap(w.rbuf)) < n {
+		w.rbuf = make([]byte, n)
+	}
+	r := w.rbuf[:n]
+	if _, err := s.f.ReadAt(r, p); err != nil {
+		return nil
+	}
+	if n < 8 {
+		return r
+	}
+	if size := int64(alignUp(int(le.Uint32(r[4:])))); size > n && size <= s.size-p {
+		if int64(cap(w.rbuf)) < size {
+			w.rbuf = make([]byte, size)
+		}
+		r = w.rbuf[:size]
+		if _, err := s.f.ReadAt(r, p); err != nil {
+			return nil
+		}
+	}
+	return r
+}
+
+// activeRead is what readActive reads at first: a record header and a
+// small payload.
+const activeRead = 256
+
+// maxRecs bounds the records of the active segment one scan keeps for the
+// hand-out (Wheel.recs); beyond it, deliver reads them again.
+const maxRecs = 1 << 20
+
+// keepRecord copies r, a checked entry record of size bytes read by a scan
+// from the active segment, for its hand-out, and returns where (see
+// cand.rec), 0 when full.
+func (w *Wheel) keepRecord(r []byte, size int) uint32 {
+	if len(w.recs)+size > maxRecs {
+		return 0
+	}
+	at := len(w.recs)
+	w.recs = append(w.recs, r[:size]...)
+	return uint32(at) + 1
 }
 
 func (w *Wheel) segment(id uint32) *segment {
@@ -492,7 +558,12 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 		return false
 	}
 	seg.read(c.pos)
-	r := w.view(seg, c.pos)
+	var r []byte
+	if c.rec != 0 && seg == w.active {
+		r = w.recs[c.rec-1:]
+	} else {
+		r = w.view(seg, c.pos)
+	}
 	if len(r) < entryHeaderSize || r[8] != kindEntry {
 		w.corrupt++
 		w.problem("segment %d offset %d: entry vanished", c.seg, c.pos)

@@ -188,6 +188,7 @@ type Wheel struct {
 	lastOK     bool
 	slab       []byte // what is left of the allocation payloads are cut from
 	rbuf       []byte // readActive's buffer
+	recs       []byte // records of the active segment kept by the scan (cand.rec)
 	scans      int64  // ticks scanned since Open
 
 	lastNow      int64
