@@ -131,8 +131,8 @@ func (w *Wheel) alive(h *entryHeader) bool {
 // payload passed to fn is a copy. An entry handed out is in flight:
 // it is not handed out again by this Wheel, but comes back after a reopen
 // unless its Done was flushed. The payload is the caller's to keep and
-// modify: its capacity is its length, and payloads up to 4 KiB are cut
-// from allocations of 16 KiB shared with other payloads (such an
+// modify: its capacity is its length, and payloads up to 8 KiB are cut
+// from allocations of 32 KiB shared with other payloads (such an
 // allocation stays in memory while one of its payloads is referenced). fn
 // may call Done, SetHandled and Add, not Expire.
 func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
@@ -594,7 +594,7 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 // allocation serves many small payloads instead of one each. A payload
 // keeps its slab in memory while it is referenced, so this bounds what a
 // payload kept long by the caller holds on to.
-const payloadSlab = 16 << 10
+const payloadSlab = 32 << 10
 
 // payloadBuf returns a slice of n bytes for a payload handed out: cut from
 // the current slab when it fits, its capacity limited to n, so that
