@@ -155,7 +155,7 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 			if w.lastOK && k == w.lastK {
 				continue // the same entry added twice
 			}
-			if w.deliver(c, fn) {
+			if w.deliver(c, fromLate || w.removed, fn) {
 				w.lastK, w.lastOK = k, true
 				n++
 			}
@@ -241,6 +241,7 @@ func (w *Wheel) scan(t int64) error {
 	later := (t + int64(w.g.nslots)) * w.g.tick // earliest due of this slot's next lap
 	next := emptySpan()
 	w.q.begin(t)
+	w.removed = false // drainStage checks every entry of this scan
 	if cap(w.recs) > 64<<10 {
 		w.recs = nil // after a burst
 	}
@@ -547,10 +548,12 @@ func (w *Wheel) segment(id uint32) *segment {
 	return nil
 }
 
-// deliver reads c back and hands it to fn if it is still pending.
-func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
+// deliver reads c back and hands it to fn if it is still pending. check
+// false says that it is: c was found pending by the scan (drainStage), and
+// nothing was done, trimmed or dropped since that scan began.
+func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	p := w.lookup(c.part)
-	if p == nil || !p.pending.has(c.off) {
+	if p == nil || (check && !p.pending.has(c.off)) {
 		return false
 	}
 	seg := w.segment(c.seg)

@@ -190,6 +190,7 @@ type Wheel struct {
 	rbuf       []byte // readActive's buffer
 	recs       []byte // records of the active segment kept by the scan (cand.rec)
 	scans      int64  // ticks scanned since Open
+	removed    bool   // a pending bit was cleared since the last scan began
 
 	lastNow      int64
 	lastSync     int64
@@ -312,12 +313,14 @@ func (w *Wheel) Add(now int64, e Entry) error {
 	if len(p.dones) > 0 {
 		if err := w.emitDones(p); err != nil {
 			p.pending.remove(e.Offset)
+			w.removed = true
 			return w.fail(err)
 		}
 	}
 	size := alignUp(entryHeaderSize + len(e.Payload))
 	if err := w.ensureRoom(size); err != nil {
 		p.pending.remove(e.Offset)
+		w.removed = true
 		return w.fail(err)
 	}
 	a := w.active
@@ -360,6 +363,7 @@ func (w *Wheel) Done(partition int32, offset int64) error {
 	if p == nil || !p.pending.remove(offset) {
 		return nil
 	}
+	w.removed = true
 	w.pending--
 	w.sinceReclaim++
 	p.dones = append(p.dones, offset)
@@ -441,6 +445,7 @@ func (w *Wheel) Trim(partition int32, below int64) error {
 		return w.fail(err)
 	}
 	n := p.pending.removeBelow(below)
+	w.removed = true
 	w.pending -= n
 	w.sinceReclaim += n
 	return nil
@@ -458,6 +463,7 @@ func (w *Wheel) Drop(partition int32) error {
 	p.dones = p.dones[:0]
 	n := p.pending.count
 	p.drop(p.epoch + 1)
+	w.removed = true
 	if err := w.emitMark(kindDrop, p, 0); err != nil {
 		return w.fail(err)
 	}

@@ -844,3 +844,40 @@ func TestPayloadsAreTheCallers(t *testing.T) {
 		}
 	}
 }
+
+// TestDoneWhileQueued: entries scanned into the tick queue but not handed
+// out yet, then done, trimmed or dropped, must not come out.
+func TestDoneWhileQueued(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   func(w *Wheel) error
+		want []int64 // offsets of partition 1 handed out after the first
+	}{
+		{"done", func(w *Wheel) error { return w.Done(1, 5) }, []int64{1, 2, 3, 4, 6, 7, 8, 9}},
+		{"trim", func(w *Wheel) error { return w.Trim(1, 3) }, []int64{3, 4, 5, 6, 7, 8, 9}},
+		{"drop", func(w *Wheel) error { return w.Drop(1) }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := openT(t, t.TempDir(), Options{}, t0)
+			defer w.Close()
+			for i := range int64(10) {
+				mustAdd(t, w, t0, Entry{Due: t0 + 100 + i, Partition: 1, Offset: i})
+			}
+			mustFlush(t, w)
+			var got []int64
+			collect := func(e Entry) { got = append(got, e.Offset) }
+			if n, err := w.Expire(t0+1000, 1, collect); err != nil || n != 1 {
+				t.Fatalf("Expire: %d, %v", n, err) // scans the tick: all 10 are queued
+			}
+			if err := tc.op(w); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Expire(t0+1000, 100, collect); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[1:], tc.want) {
+				t.Fatalf("handed out %v after the first, want %v", got[1:], tc.want)
+			}
+		})
+	}
+}
