@@ -203,6 +203,7 @@ type Wheel struct {
 	ckptBuf      []byte
 
 	job            *compactJob // running or finished, not installed
+	retired        chan error  // the last retire's result, nil when none is pending
 	compactQ       []uint32    // sealed segments to compact, by id
 	compacted      int         // compactions installed since Open
 	compactEntries int64
@@ -743,7 +744,7 @@ func (w *Wheel) Close() error {
 
 func (w *Wheel) closeFiles() error {
 	w.stopCompaction()
-	var errs []error
+	errs := []error{w.waitRetired()}
 	for _, s := range w.segs {
 		errs = append(errs, s.close())
 	}
