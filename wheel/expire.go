@@ -426,26 +426,36 @@ func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (ui
 		w.problem("segment %d offset %d: bad record in a slot chain, rest of the chain skipped", seg.id, pos)
 		return 0, nil
 	}
-	h := decodeEntryHeader(r)
-	if h.due >= start {
-		if h.due < end {
-			c := cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}
-			if seg == w.active && mappedWrites {
-				c.rec = w.keepRecord(r, size)
+	prev := le.Uint32(r[20:])
+	if due := int64(le.Uint64(r[32:])); due >= start {
+		if due < end {
+			// Filled in place: building the 40-byte element on the stack
+			// and copying it stalled on store forwarding.
+			n := len(w.stage)
+			if n == cap(w.stage) {
+				w.stage = append(w.stage, staged{})
+			} else {
+				w.stage = w.stage[:n+1]
 			}
-			w.stage = append(w.stage, staged{c, h.epoch})
-		} else if w.alive(&h) {
-			next.extend(h.due)
+			e := &w.stage[n]
+			e.c.due, e.c.off, e.c.part = due, int64(le.Uint64(r[24:])), int32(le.Uint32(r[12:]))
+			e.c.seg, e.c.pos, e.c.rec = seg.id, pos, 0
+			e.epoch = le.Uint32(r[16:])
+			if seg == w.active && mappedWrites {
+				e.c.rec = w.keepRecord(r, size)
+			}
+		} else if h := decodeEntryHeader(r); w.alive(&h) {
+			next.extend(due)
 		}
 	}
-	if h.prev >= pos {
-		if h.prev != 0 {
+	if prev >= pos {
+		if prev != 0 {
 			w.corrupt++
 			w.problem("segment %d offset %d: chain points forward, rest of the chain skipped", seg.id, pos)
 		}
 		return 0, nil
 	}
-	return h.prev, nil
+	return prev, nil
 }
 
 // view returns the bytes from pos to the end of what is written or
@@ -504,8 +514,8 @@ func (w *Wheel) readActive(s *segment, p int64) []byte {
 }
 
 // activeRead is what readActive reads at first: a record header and a
-// small payload.
-const activeRead = 256
+// small payload (a larger record takes a second read).
+const activeRead = 128
 
 // maxRecs bounds the records of the active segment one scan keeps for the
 // hand-out (Wheel.recs); beyond it, deliver reads them again.
