@@ -144,8 +144,9 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	nowTick := w.tickOf(now)
 	n := 0
 	for n < max {
-		c, fromLate, ok := w.peek()
-		if ok && c.due <= now {
+		cp, fromLate := w.first()
+		if cp != nil && cp.due <= now {
+			c := *cp // a cand returned by value stalled on store forwarding
 			if fromLate {
 				w.late.pop()
 			} else if err := w.q.pop(); err != nil {
@@ -178,13 +179,14 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	return n, nil
 }
 
-// peek returns the smallest of the scanned and the late entries.
-func (w *Wheel) peek() (c cand, fromLate, ok bool) {
-	qc, qok := w.q.peek()
-	if len(w.late) > 0 && (!qok || cmpCand(w.late[0], qc) < 0) {
-		return w.late[0], true, true
+// first returns the smallest of the scanned and the late entries, nil if
+// none; valid until the next pop.
+func (w *Wheel) first() (c *cand, fromLate bool) {
+	qc := w.q.first()
+	if len(w.late) > 0 && (qc == nil || cmpCand(w.late[0], *qc) < 0) {
+		return &w.late[0], true
 	}
-	return qc, false, qok
+	return qc, false
 }
 
 // NextExpiry returns a lower bound of the earliest due time among pending
@@ -582,15 +584,17 @@ func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 		w.problem("segment %d offset %d: entry vanished", c.seg, c.pos)
 		return false
 	}
-	h := decodeEntryHeader(r)
+	// fields read one by one: an entryHeader returned by value stalled on
+	// store forwarding
 	size := int(le.Uint32(r[4:]))
 	seg.readHi = max(seg.readHi, int64(c.pos)+int64(size))
-	if h.part != c.part || h.off != c.off || h.due != c.due || size > len(r) || size < entryHeaderSize {
+	if int32(le.Uint32(r[12:])) != c.part || int64(le.Uint64(r[24:])) != c.off ||
+		int64(le.Uint64(r[32:])) != c.due || size > len(r) || size < entryHeaderSize {
 		w.corrupt++
 		w.problem("segment %d offset %d: entry changed on disk", c.seg, c.pos)
 		return false
 	}
-	if h.epoch != p.epoch {
+	if le.Uint32(r[16:]) != p.epoch {
 		return false
 	}
 	var payload []byte
