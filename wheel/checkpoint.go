@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,18 +116,17 @@ func (w *Wheel) encodeCheckpoint(b []byte, omit []*segment) []byte {
 	}
 	for _, ps := range w.parts {
 		off := len(b)
-		b = grow(b, partRecSize+chunkRecSize*len(ps.pending.chunks))
+		b = grow(b, partRecSize+chunkRecSize*len(ps.pending.keys))
 		q := b[off:]
 		le.PutUint32(q, uint32(ps.id))
 		le.PutUint32(q[4:], ps.epoch)
 		le.PutUint64(q[8:], uint64(ps.handled))
 		le.PutUint64(q[16:], uint64(ps.high))
-		le.PutUint32(q[24:], uint32(len(ps.pending.chunks)))
+		le.PutUint32(q[24:], uint32(len(ps.pending.keys)))
 		q = q[partRecSize:]
-		for i := range ps.pending.chunks {
-			c := &ps.pending.chunks[i]
-			le.PutUint64(q, uint64(c.idx))
-			for j, word := range c.w {
+		for i := range ps.pending.keys {
+			le.PutUint64(q, uint64(ps.pending.keys[i].idx))
+			for j, word := range &ps.pending.words[i] {
 				le.PutUint64(q[8+8*j:], word)
 			}
 			q = q[chunkRecSize:]
@@ -223,22 +221,24 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 			return bad("partition record")
 		}
 		seen[ps.id] = true
-		ps.pending.chunks = make([]chunk, 0, nc)
+		ps.pending.keys = make([]chunkKey, 0, nc)
+		ps.pending.words = make([]bitChunk, 0, nc)
 		for range nc {
-			ch := chunk{idx: int64(le.Uint64(body))}
-			for j := range ch.w {
-				ch.w[j] = le.Uint64(body[8+8*j:])
-				ch.n += int32(bits.OnesCount64(ch.w[j]))
+			idx := int64(le.Uint64(body))
+			var ws bitChunk
+			or := uint64(0)
+			for j := range ws {
+				ws[j] = le.Uint64(body[8+8*j:])
+				or |= ws[j]
 			}
 			body = body[chunkRecSize:]
-			if ch.n == 0 || ch.idx < 0 || ch.idx > math.MaxInt64>>chunkShift {
+			if or == 0 || idx < 0 || idx > math.MaxInt64>>chunkShift {
 				return bad("empty or negative chunk")
 			}
-			if k := len(ps.pending.chunks); k > 0 && ps.pending.chunks[k-1].idx >= ch.idx {
+			if k := len(ps.pending.keys); k > 0 && ps.pending.keys[k-1].idx >= idx {
 				return bad("chunks out of order")
 			}
-			ps.pending.chunks = append(ps.pending.chunks, ch)
-			ps.pending.count += int64(ch.n)
+			ps.pending.appendChunk(idx, &ws)
 		}
 		c.pendingSum += ps.pending.count
 		c.parts = append(c.parts, ps)

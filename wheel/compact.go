@@ -93,6 +93,9 @@ func (w *Wheel) startCompaction() {
 // finishCompaction installs a finished compaction when the checkpoints
 // allow it. It does not block.
 func (w *Wheel) finishCompaction() error {
+	if err := w.pollRetired(); err != nil {
+		return err
+	}
 	j := w.job
 	if j == nil {
 		return nil
@@ -155,12 +158,14 @@ func (w *Wheel) install(j *compactJob) error {
 		f.Close()
 		return err
 	}
-	err = errors.Join(unmapFile(s.data), s.f.Close())
+	if err := w.waitRetired(); err != nil {
+		f.Close()
+		unmapFile(data)
+		return err
+	}
+	w.retire(s.data, s.f, s.path)
 	s.f, s.data, s.size = f, data, j.size
 	s.compacted, s.dirty = true, true // the fsync by its own name makes it durable under this name
-	if err != nil {
-		return fmt.Errorf("wheel: compact: close %s: %w", s.path, err)
-	}
 	if err := writeIdx(w.dir, s, w.g, j.heads); err != nil {
 		return err
 	}
@@ -169,6 +174,46 @@ func (w *Wheel) install(j *compactJob) error {
 	w.compactCPU += j.cpu
 	w.relocate(s)
 	return nil
+}
+
+// retire unmaps and closes, on a goroutine of its own, the mapping and file
+// of a segment that a compaction replaced. Closing the last descriptor of
+// the renamed-over file evicts its pages from the page cache, and the
+// mapping has every page of it mapped (the compaction read them all): both
+// cost milliseconds that need not hold up the caller. Its error comes back
+// through the next Flush (pollRetired) or Close (waitRetired).
+func (w *Wheel) retire(data []byte, f *os.File, path string) {
+	done := make(chan error, 1)
+	w.retired = done
+	go func() {
+		err := errors.Join(unmapFile(data), f.Close())
+		if err != nil {
+			err = fmt.Errorf("wheel: compact: close %s: %w", path, err)
+		}
+		done <- err
+	}()
+}
+
+// waitRetired waits for the last retire and returns its error.
+func (w *Wheel) waitRetired() error {
+	if w.retired == nil {
+		return nil
+	}
+	err := <-w.retired
+	w.retired = nil
+	return err
+}
+
+// pollRetired returns the error of the last retire if it has finished,
+// without waiting.
+func (w *Wheel) pollRetired() error {
+	select {
+	case err := <-w.retired: // a nil channel is never ready
+		w.retired = nil
+		return err
+	default:
+		return nil
+	}
 }
 
 // relocate fixes the positions of the scanned and late entries that point

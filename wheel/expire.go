@@ -12,6 +12,7 @@ type cand struct {
 	part int32
 	seg  uint32
 	pos  uint32
+	rec  uint32 // 1 + where the scan kept a copy of the record in Wheel.recs, 0 none
 }
 
 type key struct {
@@ -102,9 +103,38 @@ type flightRing struct {
 
 func (r *flightRing) push(e inflight) { r.items = append(r.items, e) }
 
+// compact drops the entries at the head that are no longer pending. Their
+// bits are checked in batches, as in drainStage: words located first, then
+// loaded in a short loop so that their cache misses overlap, then tested.
 func (r *flightRing) compact(w *Wheel) {
-	for r.head < len(r.items) && !w.pendingOff(r.items[r.head].part, r.items[r.head].off) {
+	var words [64]*uint64
+	for r.head < len(r.items) {
+		if e := &r.items[r.head]; w.pendingOff(e.part, e.off) {
+			break // the usual case for a caller with entries in flight: one look-up
+		}
 		r.head++
+		batch := r.items[r.head:min(r.head+len(words), len(r.items))]
+		for i := range batch {
+			words[i] = nil
+			if p := w.lookup(batch[i].part); p != nil {
+				words[i] = p.pending.word(batch[i].off)
+			}
+		}
+		var touch uint64
+		for _, wp := range words[:len(batch)] {
+			if wp != nil {
+				touch += *wp
+			}
+		}
+		w.touched += byte(touch)
+		n := 0
+		for n < len(batch) && (words[n] == nil || *words[n]&(1<<(batch[n].off&63)) == 0) {
+			n++
+		}
+		r.head += n
+		if n < len(batch) {
+			break
+		}
 	}
 	if r.head == len(r.items) {
 		r.items, r.head = r.items[:0], 0
@@ -127,10 +157,13 @@ func (w *Wheel) alive(h *entryHeader) bool {
 
 // Expire calls fn for up to max entries with Due <= now, in due order
 // (milliseconds; ties by partition, then offset), and returns how many. The
-// payload passed to fn is a fresh slice. An entry handed out is in flight:
+// payload passed to fn is a copy. An entry handed out is in flight:
 // it is not handed out again by this Wheel, but comes back after a reopen
-// unless its Done was flushed. fn may call Done, SetHandled and Add, not
-// Expire.
+// unless its Done was flushed. The payload is the caller's to keep and
+// modify: its capacity is its length, and payloads up to 8 KiB are cut
+// from allocations of 32 KiB shared with other payloads (such an
+// allocation stays in memory while one of its payloads is referenced). fn
+// may call Done, SetHandled and Add, not Expire.
 func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	if err := w.usable(); err != nil {
 		return 0, err
@@ -140,8 +173,9 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	nowTick := w.tickOf(now)
 	n := 0
 	for n < max {
-		c, fromLate, ok := w.peek()
-		if ok && c.due <= now {
+		cp, fromLate := w.first()
+		if cp != nil && cp.due <= now {
+			c := *cp // a cand returned by value stalled on store forwarding
 			if fromLate {
 				w.late.pop()
 			} else if err := w.q.pop(); err != nil {
@@ -151,7 +185,7 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 			if w.lastOK && k == w.lastK {
 				continue // the same entry added twice
 			}
-			if w.deliver(c, fn) {
+			if w.deliver(c, fromLate || w.removed, fn) {
 				w.lastK, w.lastOK = k, true
 				n++
 			}
@@ -174,13 +208,14 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	return n, nil
 }
 
-// peek returns the smallest of the scanned and the late entries.
-func (w *Wheel) peek() (c cand, fromLate, ok bool) {
-	qc, qok := w.q.peek()
-	if len(w.late) > 0 && (!qok || cmpCand(w.late[0], qc) < 0) {
-		return w.late[0], true, true
+// first returns the smallest of the scanned and the late entries, nil if
+// none; valid until the next pop.
+func (w *Wheel) first() (c *cand, fromLate bool) {
+	qc := w.q.first()
+	if len(w.late) > 0 && (qc == nil || cmpCand(w.late[0], *qc) < 0) {
+		return &w.late[0], true
 	}
-	return qc, false, qok
+	return qc, false
 }
 
 // NextExpiry returns a lower bound of the earliest due time among pending
@@ -237,6 +272,11 @@ func (w *Wheel) scan(t int64) error {
 	later := (t + int64(w.g.nslots)) * w.g.tick // earliest due of this slot's next lap
 	next := emptySpan()
 	w.q.begin(t)
+	w.removed = false // drainStage checks every entry of this scan
+	if cap(w.recs) > 64<<10 {
+		w.recs = nil // after a burst
+	}
+	w.recs = w.recs[:0]
 	cur := w.cursors[:0]
 	for _, seg := range w.segs {
 		var h uint32
@@ -282,6 +322,9 @@ func (w *Wheel) scan(t int64) error {
 	for len(cur) > 0 {
 		var touch byte
 		for _, c := range cur {
+			if c.seg.compacted || (c.seg == w.active && mappedWrites) {
+				continue // touched above, or read with pread
+			}
 			if r := w.view(c.seg, c.pos); len(r) >= 128 {
 				touch += r[0] + r[63] + r[127] // header and a small payload
 			} else if len(r) > 0 {
@@ -340,7 +383,7 @@ const releaseEvery = 64
 func (w *Wheel) releaseMapped() {
 	for _, s := range w.segs {
 		lo := s.readLo &^ (faultAround - 1)
-		if s.readHi > s.readLo && lo < int64(len(s.data)) && mappedWrites { // else data is a private copy
+		if s.readHi > s.readLo && lo < int64(len(s.data)) && mappedWrites && s != w.active { // else data is a private copy, or read with pread
 			hi := (s.readHi + faultAround - 1) &^ (faultAround - 1)
 			release(s.data[lo:min(hi, int64(len(s.data)))])
 		}
@@ -362,29 +405,39 @@ type staged struct {
 const stageBatch = 1024
 
 // drainStage moves the staged entries that are still pending to the tick
-// queue. Their pending bits are first touched in a tight loop: the bitsets
-// are megabytes, so each look-up is a cache miss, and this way the misses
-// overlap instead of coming one after the other.
+// queue. The bitsets are megabytes, so each look-up is a cache miss (often
+// a TLB miss too): the words are first located (cheap: the chunk keys stay
+// in the cache), then loaded in a loop so short that many of its misses are
+// in flight at once, then tested.
 func (w *Wheel) drainStage() error {
 	st := w.stage
-	var touch uint64
+	words := w.stageWords[:0]
 	for i := range st {
-		if p := w.lookup(st[i].c.part); p != nil {
-			touch += p.pending.peek(st[i].c.off)
+		var wp *uint64
+		if p := w.lookup(st[i].c.part); p != nil && p.epoch == st[i].epoch {
+			wp = p.pending.word(st[i].c.off)
+		}
+		words = append(words, wp)
+	}
+	var touch uint64
+	for _, wp := range words {
+		if wp != nil {
+			touch += *wp
 		}
 	}
 	w.touched += byte(touch)
-	for i := range st {
-		e := &st[i]
-		if p := w.lookup(e.c.part); p != nil && p.epoch == e.epoch && p.pending.has(e.c.off) {
-			if err := w.q.add(e.c); err != nil {
-				w.stage = st[:0]
-				return err
+	var err error
+	for i, wp := range words {
+		if wp != nil && *wp&(1<<(st[i].c.off&63)) != 0 {
+			if err = w.q.add(st[i].c); err != nil {
+				break
 			}
 		}
 	}
+	clear(words) // they point into the bitsets
+	w.stageWords = words[:0]
 	w.stage = st[:0]
-	return nil
+	return err
 }
 
 // chainCursor is the next record of a slot chain being walked.
@@ -398,38 +451,58 @@ type chainCursor struct {
 func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (uint32, error) {
 	seg.read(pos)
 	r := w.view(seg, pos)
-	kind, _, ok := parseRecord(r)
+	kind, size, ok := parseRecord(r)
 	if !ok || kind != kindEntry {
 		w.corrupt++
 		w.problem("segment %d offset %d: bad record in a slot chain, rest of the chain skipped", seg.id, pos)
 		return 0, nil
 	}
-	h := decodeEntryHeader(r)
-	if h.due >= start {
-		if h.due < end {
-			w.stage = append(w.stage, staged{cand{due: h.due, off: h.off, part: h.part, seg: seg.id, pos: pos}, h.epoch})
-		} else if w.alive(&h) {
-			next.extend(h.due)
+	prev := le.Uint32(r[20:])
+	if due := int64(le.Uint64(r[32:])); due >= start {
+		if due < end {
+			// Filled in place: building the 40-byte element on the stack
+			// and copying it stalled on store forwarding.
+			n := len(w.stage)
+			if n == cap(w.stage) {
+				w.stage = append(w.stage, staged{})
+			} else {
+				w.stage = w.stage[:n+1]
+			}
+			e := &w.stage[n]
+			e.c.due, e.c.off, e.c.part = due, int64(le.Uint64(r[24:])), int32(le.Uint32(r[12:]))
+			e.c.seg, e.c.pos, e.c.rec = seg.id, pos, 0
+			e.epoch = le.Uint32(r[16:])
+			if seg == w.active && mappedWrites {
+				e.c.rec = w.keepRecord(r, size)
+			}
+		} else if h := decodeEntryHeader(r); w.alive(&h) {
+			next.extend(due)
 		}
 	}
-	if h.prev >= pos {
-		if h.prev != 0 {
+	if prev >= pos {
+		if prev != 0 {
 			w.corrupt++
 			w.problem("segment %d offset %d: chain points forward, rest of the chain skipped", seg.id, pos)
 		}
 		return 0, nil
 	}
-	return h.prev, nil
+	return prev, nil
 }
 
 // view returns the bytes from pos to the end of what is written or
-// buffered in seg, nil if pos is outside.
+// buffered in seg, nil if pos is outside. For the active segment it returns
+// a copy of the record at pos (at least), valid until the next view.
 func (w *Wheel) view(s *segment, pos uint32) []byte {
 	p := int64(pos)
 	if p < segHeaderSize {
 		return nil
 	}
 	if p < s.size {
+		if s == w.active && mappedWrites {
+			if r := w.readActive(s, p); r != nil {
+				return r
+			}
+		}
 		return s.data[p:s.size]
 	}
 	if s == w.active {
@@ -440,9 +513,66 @@ func (w *Wheel) view(s *segment, pos uint32) []byte {
 	return nil
 }
 
+// readActive reads the record at p of the active segment with pread, nil
+// on an error (the caller then reads the mapping). The active segment is
+// not compacted: its entries lie scattered over it, so reading them
+// through the mapping costs a page fault for many of them, and each
+// releaseMapped then has most of the segment to unmap again. A pread per
+// entry costs about as much CPU (the scan keeps a copy for the hand-out,
+// see keepRecord), and keeps the segment's pages out of the resident set.
+func (w *Wheel) readActive(s *segment, p int64) []byte {
+	n := min(s.size-p, activeRead)
+	if int64(cap(w.rbuf)) < n {
+		w.rbuf = make([]byte, n)
+	}
+	r := w.rbuf[:n]
+	if _, err := s.f.ReadAt(r, p); err != nil {
+		return nil
+	}
+	if n < 8 {
+		return r
+	}
+	if size := int64(alignUp(int(le.Uint32(r[4:])))); size > n && size <= s.size-p {
+		if int64(cap(w.rbuf)) < size {
+			w.rbuf = make([]byte, size)
+		}
+		r = w.rbuf[:size]
+		if _, err := s.f.ReadAt(r, p); err != nil {
+			return nil
+		}
+	}
+	return r
+}
+
+// activeRead is what readActive reads at first: a record header and a
+// small payload (a larger record takes a second read).
+const activeRead = 128
+
+// maxRecs bounds the records of the active segment one scan keeps for the
+// hand-out (Wheel.recs); beyond it, deliver reads them again.
+const maxRecs = 1 << 20
+
+// keepRecord copies r, a checked entry record of size bytes read by a scan
+// from the active segment, for its hand-out, and returns where (see
+// cand.rec), 0 when full.
+func (w *Wheel) keepRecord(r []byte, size int) uint32 {
+	if len(w.recs)+size > maxRecs {
+		return 0
+	}
+	at := len(w.recs)
+	w.recs = append(w.recs, r[:size]...)
+	return uint32(at) + 1
+}
+
 func (w *Wheel) segment(id uint32) *segment {
 	if a := w.active; a.id == id {
 		return a
+	}
+	// ids are mostly contiguous: try the place they would have
+	if len(w.segs) > 0 {
+		if k := id - w.segs[0].id; k < uint32(len(w.segs)) && w.segs[k].id == id {
+			return w.segs[k]
+		}
 	}
 	lo, hi := 0, len(w.segs)
 	for lo < hi {
@@ -459,10 +589,12 @@ func (w *Wheel) segment(id uint32) *segment {
 	return nil
 }
 
-// deliver reads c back and hands it to fn if it is still pending.
-func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
+// deliver reads c back and hands it to fn if it is still pending. check
+// false says that it is: c was found pending by the scan (drainStage), and
+// nothing was done, trimmed or dropped since that scan began.
+func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	p := w.lookup(c.part)
-	if p == nil || !p.pending.has(c.off) {
+	if p == nil || (check && !p.pending.has(c.off)) {
 		return false
 	}
 	seg := w.segment(c.seg)
@@ -470,31 +602,60 @@ func (w *Wheel) deliver(c cand, fn func(Entry)) bool {
 		return false
 	}
 	seg.read(c.pos)
-	r := w.view(seg, c.pos)
+	var r []byte
+	if c.rec != 0 && seg == w.active {
+		r = w.recs[c.rec-1:]
+	} else {
+		r = w.view(seg, c.pos)
+	}
 	if len(r) < entryHeaderSize || r[8] != kindEntry {
 		w.corrupt++
 		w.problem("segment %d offset %d: entry vanished", c.seg, c.pos)
 		return false
 	}
-	h := decodeEntryHeader(r)
+	// fields read one by one: an entryHeader returned by value stalled on
+	// store forwarding
 	size := int(le.Uint32(r[4:]))
 	seg.readHi = max(seg.readHi, int64(c.pos)+int64(size))
-	if h.part != c.part || h.off != c.off || h.due != c.due || size > len(r) || size < entryHeaderSize {
+	if int32(le.Uint32(r[12:])) != c.part || int64(le.Uint64(r[24:])) != c.off ||
+		int64(le.Uint64(r[32:])) != c.due || size > len(r) || size < entryHeaderSize {
 		w.corrupt++
 		w.problem("segment %d offset %d: entry changed on disk", c.seg, c.pos)
 		return false
 	}
-	if h.epoch != p.epoch {
+	if le.Uint32(r[16:]) != p.epoch {
 		return false
 	}
 	var payload []byte
-	if size > entryHeaderSize {
-		payload = make([]byte, size-entryHeaderSize)
+	if n := size - entryHeaderSize; n > 0 {
+		payload = w.payloadBuf(n)
 		copy(payload, r[entryHeaderSize:size])
 	}
 	w.flight.push(inflight{due: c.due, off: c.off, part: c.part})
 	fn(Entry{Due: c.due, Partition: c.part, Offset: c.off, Payload: payload})
 	return true
+}
+
+// payloadSlab is the size of the allocations payloads are cut from: one
+// allocation serves many small payloads instead of one each. A payload
+// keeps its slab in memory while it is referenced, so this bounds what a
+// payload kept long by the caller holds on to.
+const payloadSlab = 32 << 10
+
+// payloadBuf returns a slice of n bytes for a payload handed out: cut from
+// the current slab when it fits, its capacity limited to n, so that
+// appending to it never reaches another payload. Payloads larger than a
+// quarter slab get their own allocation.
+func (w *Wheel) payloadBuf(n int) []byte {
+	if n > payloadSlab/4 {
+		return make([]byte, n)
+	}
+	if len(w.slab) < n {
+		w.slab = make([]byte, payloadSlab)
+	}
+	b := w.slab[:n:n]
+	w.slab = w.slab[n:]
+	return b
 }
 
 // restartState returns the tick a restart must scan from, and the spans to

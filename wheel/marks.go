@@ -16,47 +16,54 @@ const (
 	chunkWords = chunkBits / 64
 )
 
-type chunk struct {
+// A chunk's key (its index and bit count) is kept apart from its bits: the
+// keys of a partition are a few kilobytes that stay in the cache, so that a
+// look-up misses the cache once, on the word holding the bit, not also on
+// the chunk's header.
+type chunkKey struct {
 	idx int64 // offset >> chunkShift
 	n   int32 // bits set
-	w   [chunkWords]uint64
 }
 
+type bitChunk [chunkWords]uint64
+
 type offsetSet struct {
-	chunks []chunk // sorted by idx, none empty
-	count  int64
+	keys  []chunkKey // sorted by idx, none empty
+	words []bitChunk // words[i] holds the bits of keys[i]
+	count int64
 }
 
 // find returns the position of chunk ci, or where it would be inserted.
 func (s *offsetSet) find(ci int64) (int, bool) {
-	n := len(s.chunks)
+	keys := s.keys
+	n := len(keys)
 	if n == 0 {
 		return 0, false
 	}
-	if last := s.chunks[n-1].idx; ci >= last {
+	first := keys[0].idx
+	// chunks are mostly contiguous: try the position they would have
+	if k := uint64(ci - first); k < uint64(n) && keys[k].idx == ci {
+		return int(k), true
+	}
+	if last := keys[n-1].idx; ci >= last {
 		if ci == last {
 			return n - 1, true
 		}
 		return n, false
 	}
-	first := s.chunks[0].idx
 	if ci <= first {
 		return 0, ci == first
 	}
-	// chunks are mostly contiguous: try the position they would have
-	if k := ci - first; k < int64(n) && s.chunks[k].idx == ci {
-		return int(k), true
-	}
-	lo, hi := 1, n-1 // chunks[lo-1].idx < ci < chunks[hi].idx
+	lo, hi := 1, n-1 // keys[lo-1].idx < ci < keys[hi].idx
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if s.chunks[m].idx < ci {
+		if keys[m].idx < ci {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	return lo, s.chunks[lo].idx == ci
+	return lo, keys[lo].idx == ci
 }
 
 func (s *offsetSet) has(off int64) bool {
@@ -65,23 +72,17 @@ func (s *offsetSet) has(off int64) bool {
 		return false
 	}
 	b := off & (chunkBits - 1)
-	return s.chunks[i].w[b>>6]&(1<<(b&63)) != 0
+	return s.words[i][b>>6]&(1<<(b&63)) != 0
 }
 
-// peek loads the memory has(off) will read, for a prefetching loop; the
-// value means nothing.
-func (s *offsetSet) peek(off int64) uint64 {
-	n := len(s.chunks)
-	if n == 0 {
-		return 0
+// word returns the word holding the bit of off (bit off&63), nil if its
+// chunk does not exist. It is valid until the set changes.
+func (s *offsetSet) word(off int64) *uint64 {
+	i, ok := s.find(off >> chunkShift)
+	if !ok {
+		return nil
 	}
-	k := off>>chunkShift - s.chunks[0].idx
-	if uint64(k) >= uint64(n) {
-		return 0
-	}
-	c := &s.chunks[k]
-	b := off & (chunkBits - 1)
-	return uint64(c.idx) + c.w[b>>6]
+	return &s.words[i][(off&(chunkBits-1))>>6]
 }
 
 // add sets off; it reports whether it was not set before.
@@ -89,16 +90,17 @@ func (s *offsetSet) add(off int64) bool {
 	ci := off >> chunkShift
 	i, ok := s.find(ci)
 	if !ok {
-		s.chunks = slices.Insert(s.chunks, i, chunk{idx: ci})
+		s.keys = slices.Insert(s.keys, i, chunkKey{idx: ci})
+		s.words = slices.Insert(s.words, i, bitChunk{})
 	}
-	c := &s.chunks[i]
 	b := off & (chunkBits - 1)
 	m := uint64(1) << (b & 63)
-	if c.w[b>>6]&m != 0 {
+	w := &s.words[i][b>>6]
+	if *w&m != 0 {
 		return false
 	}
-	c.w[b>>6] |= m
-	c.n++
+	*w |= m
+	s.keys[i].n++
 	s.count++
 	return true
 }
@@ -109,16 +111,16 @@ func (s *offsetSet) remove(off int64) bool {
 	if !ok {
 		return false
 	}
-	c := &s.chunks[i]
 	b := off & (chunkBits - 1)
 	m := uint64(1) << (b & 63)
-	if c.w[b>>6]&m == 0 {
+	w := &s.words[i][b>>6]
+	if *w&m == 0 {
 		return false
 	}
-	c.w[b>>6] &^= m
-	c.n--
+	*w &^= m
+	s.keys[i].n--
 	s.count--
-	if c.n == 0 {
+	if s.keys[i].n == 0 {
 		s.dropChunk(i)
 	}
 	return true
@@ -126,22 +128,34 @@ func (s *offsetSet) remove(off int64) bool {
 
 func (s *offsetSet) dropChunk(i int) {
 	if i == 0 {
-		s.chunks[0] = chunk{}
-		s.chunks = s.chunks[1:]
+		s.keys = s.keys[1:]
+		s.words = s.words[1:]
 		return
 	}
-	s.chunks = slices.Delete(s.chunks, i, i+1)
+	s.keys = slices.Delete(s.keys, i, i+1)
+	s.words = slices.Delete(s.words, i, i+1)
+}
+
+// appendChunk appends chunk idx with bits w, which must be non-empty and
+// after every chunk held (checkpoint loading).
+func (s *offsetSet) appendChunk(idx int64, w *bitChunk) {
+	var n int32
+	for _, x := range w {
+		n += int32(bits.OnesCount64(x))
+	}
+	s.keys = append(s.keys, chunkKey{idx, n})
+	s.words = append(s.words, *w)
+	s.count += int64(n)
 }
 
 // min returns the lowest offset set.
 func (s *offsetSet) min() (int64, bool) {
-	if len(s.chunks) == 0 {
+	if len(s.keys) == 0 {
 		return 0, false
 	}
-	c := &s.chunks[0]
-	for wi, w := range c.w {
+	for wi, w := range s.words[0] {
 		if w != 0 {
-			return c.idx<<chunkShift + int64(wi*64+bits.TrailingZeros64(w)), true
+			return s.keys[0].idx<<chunkShift + int64(wi*64+bits.TrailingZeros64(w)), true
 		}
 	}
 	return 0, false // unreachable: chunks are never empty
@@ -150,29 +164,30 @@ func (s *offsetSet) min() (int64, bool) {
 // removeBelow clears every offset < below and returns how many were set.
 func (s *offsetSet) removeBelow(below int64) int64 {
 	var n int64
-	for len(s.chunks) > 0 {
-		c := &s.chunks[0]
-		lo := c.idx << chunkShift
+	for len(s.keys) > 0 {
+		k := &s.keys[0]
+		lo := k.idx << chunkShift
 		if lo >= below {
 			break
 		}
 		if lo+chunkBits <= below {
-			n += int64(c.n)
-			s.count -= int64(c.n)
+			n += int64(k.n)
+			s.count -= int64(k.n)
 			s.dropChunk(0)
 			continue
 		}
+		c := &s.words[0]
 		for off := lo; off < below; off++ {
 			b := off - lo
 			m := uint64(1) << (b & 63)
-			if c.w[b>>6]&m != 0 {
-				c.w[b>>6] &^= m
-				c.n--
+			if c[b>>6]&m != 0 {
+				c[b>>6] &^= m
+				k.n--
 				n++
 				s.count--
 			}
 		}
-		if c.n == 0 {
+		if k.n == 0 {
 			s.dropChunk(0)
 		}
 		break
@@ -187,13 +202,12 @@ func (s *offsetSet) each(lo, hi int64, fn func(int64) bool) {
 		return
 	}
 	i, _ := s.find(lo >> chunkShift)
-	for ; i < len(s.chunks); i++ {
-		c := &s.chunks[i]
-		base := c.idx << chunkShift
+	for ; i < len(s.keys); i++ {
+		base := s.keys[i].idx << chunkShift
 		if base > hi {
 			return
 		}
-		for wi, w := range c.w {
+		for wi, w := range s.words[i] {
 			for w != 0 {
 				off := base + int64(wi*64+bits.TrailingZeros64(w))
 				w &= w - 1
@@ -210,17 +224,16 @@ func (s *offsetSet) each(lo, hi int64, fn func(int64) bool) {
 
 // anyIn reports whether an offset in [lo, hi] is set.
 func (s *offsetSet) anyIn(lo, hi int64) bool {
-	if hi < lo || len(s.chunks) == 0 {
+	if hi < lo || len(s.keys) == 0 {
 		return false
 	}
 	i, _ := s.find(lo >> chunkShift)
-	for ; i < len(s.chunks); i++ {
-		c := &s.chunks[i]
-		base := c.idx << chunkShift
+	for ; i < len(s.keys); i++ {
+		base := s.keys[i].idx << chunkShift
 		if base > hi {
 			return false
 		}
-		for wi, w := range c.w {
+		for wi, w := range s.words[i] {
 			if w == 0 {
 				continue
 			}
@@ -247,7 +260,7 @@ func (s *offsetSet) anyIn(lo, hi int64) bool {
 }
 
 func (s *offsetSet) reset() {
-	s.chunks = nil
+	s.keys, s.words = nil, nil
 	s.count = 0
 }
 

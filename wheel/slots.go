@@ -94,9 +94,9 @@ func (w *Wheel) nextTick() (int64, bool) {
 	return w.nextT, w.nextOK
 }
 
-// noteFuture records a new entry of tick t >= cur in the spans.
-func (w *Wheel) noteFuture(t, due int64) {
-	w.sum[w.slotOf(t)].extend(due)
+// noteFuture records a new entry of tick t >= cur, slot s, in the spans.
+func (w *Wheel) noteFuture(t int64, s int, due int64) {
+	w.sum[s].extend(due)
 	if w.nextKnown && (!w.nextOK || t < w.nextT) {
 		w.nextT, w.nextOK = t, true
 	}

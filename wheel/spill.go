@@ -127,13 +127,21 @@ func (q *tickQueue) has() bool {
 }
 
 func (q *tickQueue) peek() (cand, bool) {
-	if q.spilled {
-		return q.sp.peek()
-	}
-	if q.head < len(q.mem) {
-		return q.mem[q.head], true
+	if c := q.first(); c != nil {
+		return *c, true
 	}
 	return cand{}, false
+}
+
+// first returns the first entry, nil if none; valid until the next pop.
+func (q *tickQueue) first() *cand {
+	if q.spilled {
+		return q.sp.first()
+	}
+	if q.head < len(q.mem) {
+		return &q.mem[q.head]
+	}
+	return nil
 }
 
 func (q *tickQueue) pop() error {
@@ -262,12 +270,12 @@ func (s *spill) down(i int) {
 	}
 }
 
-func (s *spill) peek() (cand, bool) {
+func (s *spill) first() *cand {
 	if len(s.heap) == 0 {
-		return cand{}, false
+		return nil
 	}
 	r := &s.runs[s.heap[0]]
-	return r.buf[r.i], true
+	return &r.buf[r.i]
 }
 
 func (s *spill) pop() error {

@@ -179,15 +179,20 @@ type Wheel struct {
 	dirty   []*partState
 	pending int64
 
-	q       tickQueue // scanned entries of one tick, sorted
-	cursors []chainCursor
-	stage   []staged   // entries of the tick being scanned, to check pending
-	touched byte       // keeps the prefetching loads of scan
-	late    candHeap   // entries added for ticks already scanned
-	flight  flightRing // handed out, maybe not done
-	lastK   key
-	lastOK  bool
-	scans   int64 // ticks scanned since Open
+	q          tickQueue // scanned entries of one tick, sorted
+	cursors    []chainCursor
+	stage      []staged   // entries of the tick being scanned, to check pending
+	stageWords []*uint64  // drainStage's pointers to their bitset words
+	touched    byte       // keeps the prefetching loads of scan
+	late       candHeap   // entries added for ticks already scanned
+	flight     flightRing // handed out, maybe not done
+	lastK      key
+	lastOK     bool
+	slab       []byte // what is left of the allocation payloads are cut from
+	rbuf       []byte // readActive's buffer
+	recs       []byte // records of the active segment kept by the scan (cand.rec)
+	scans      int64  // ticks scanned since Open
+	removed    bool   // a pending bit was cleared since the last scan began
 
 	lastNow      int64
 	lastSync     int64
@@ -200,6 +205,7 @@ type Wheel struct {
 	ckptBuf      []byte
 
 	job            *compactJob // running or finished, not installed
+	retired        chan error  // the last retire's result, nil when none is pending
 	compactQ       []uint32    // sealed segments to compact, by id
 	compacted      int         // compactions installed since Open
 	compactEntries int64
@@ -304,35 +310,42 @@ func (w *Wheel) Add(now int64, e Entry) error {
 			ErrInvalid, e.Due, e.Partition, e.Offset, len(e.Payload), MaxPayload)
 	}
 	p := w.part(e.Partition)
-	if p.pending.has(e.Offset) {
+	if !p.pending.add(e.Offset) { // one look-up: set now, cleared again on failure
 		return nil
 	}
 	if len(p.dones) > 0 {
 		if err := w.emitDones(p); err != nil {
+			p.pending.remove(e.Offset)
+			w.removed = true
 			return w.fail(err)
 		}
 	}
 	size := alignUp(entryHeaderSize + len(e.Payload))
 	if err := w.ensureRoom(size); err != nil {
+		p.pending.remove(e.Offset)
+		w.removed = true
 		return w.fail(err)
 	}
 	a := w.active
 	pos := uint32(a.size + int64(len(w.wbuf)))
 	t := w.tickOf(e.Due)
 	s := w.slotOf(t)
+	// The slot's head and span are two cache misses (random slots, a
+	// megabyte of them): load both here, together, so that they overlap.
+	prev, sp := w.heads[s], &w.sum[s]
+	w.touched += byte(sp.min)
 	w.wbuf = appendEntry(w.wbuf, entryHeader{
-		part: e.Partition, epoch: p.epoch, prev: w.heads[s], off: e.Offset, due: e.Due,
+		part: e.Partition, epoch: p.epoch, prev: prev, off: e.Offset, due: e.Due,
 	}, e.Payload)
 	w.heads[s] = pos
 	a.noteEntry(e.Due)
-	p.pending.add(e.Offset)
 	w.pending++
 	p.high = max(p.high, e.Offset)
 	p.noteSegment(a.id, e.Offset)
 	if t < w.cur {
 		w.late.push(cand{due: e.Due, off: e.Offset, part: e.Partition, seg: a.id, pos: pos})
 	} else {
-		w.noteFuture(t, e.Due)
+		w.noteFuture(t, s, e.Due)
 	}
 	w.sinceCkpt += int64(size)
 	if len(w.wbuf) >= writeAhead {
@@ -353,6 +366,7 @@ func (w *Wheel) Done(partition int32, offset int64) error {
 	if p == nil || !p.pending.remove(offset) {
 		return nil
 	}
+	w.removed = true
 	w.pending--
 	w.sinceReclaim++
 	p.dones = append(p.dones, offset)
@@ -434,6 +448,7 @@ func (w *Wheel) Trim(partition int32, below int64) error {
 		return w.fail(err)
 	}
 	n := p.pending.removeBelow(below)
+	w.removed = true
 	w.pending -= n
 	w.sinceReclaim += n
 	return nil
@@ -451,6 +466,7 @@ func (w *Wheel) Drop(partition int32) error {
 	p.dones = p.dones[:0]
 	n := p.pending.count
 	p.drop(p.epoch + 1)
+	w.removed = true
 	if err := w.emitMark(kindDrop, p, 0); err != nil {
 		return w.fail(err)
 	}
@@ -730,7 +746,7 @@ func (w *Wheel) Close() error {
 
 func (w *Wheel) closeFiles() error {
 	w.stopCompaction()
-	var errs []error
+	errs := []error{w.waitRetired()}
 	for _, s := range w.segs {
 		errs = append(errs, s.close())
 	}

@@ -794,3 +794,90 @@ func TestEachPending(t *testing.T) {
 		t.Errorf("each over an empty range = %v", got)
 	}
 }
+
+// TestPayloadsAreTheCallers checks the contract of the payloads handed out:
+// each one's capacity is its length, so appending to one, or writing into
+// it, never changes another (they may share an allocation), nor what a
+// later hand-out of the same record returns.
+func TestPayloadsAreTheCallers(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := openT(t, dir, Options{}, t0)
+	const n = 3000 // more than one shared allocation's worth
+	for i := range int64(n) {
+		mustAdd(t, w, t0, Entry{Due: t0 + 10 + i%7, Partition: 1, Offset: i, Payload: payloadOf(1, i)})
+	}
+	mustFlush(t, w)
+	got := expireAll(t, w, t0+1000)
+	if len(got) != n {
+		t.Fatalf("got %d entries, want %d", len(got), n)
+	}
+	appended := make([][]byte, len(got))
+	for i := range got {
+		p := got[i].Payload
+		if cap(p) != len(p) {
+			t.Fatalf("entry %d: payload capacity %d, length %d", i, cap(p), len(p))
+		}
+		appended[i] = append(p, "-appended"...)
+	}
+	for i, e := range got {
+		want := payloadOf(1, e.Offset)
+		if !bytes.Equal(e.Payload, want) || !bytes.Equal(appended[i], append(want, "-appended"...)) {
+			t.Fatalf("entry %d: payload %q, appended %q after appending to every payload, want %q", i, e.Payload, appended[i], want)
+		}
+	}
+	for _, e := range got {
+		clear(e.Payload)
+	}
+	// not done: a reopen hands them out again, unchanged by the writes above
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = openT(t, dir, Options{}, t0)
+	defer w.Close()
+	again := expireAll(t, w, t0+1000)
+	if len(again) != n {
+		t.Fatalf("after reopen: got %d entries, want %d", len(again), n)
+	}
+	for _, e := range again {
+		if !bytes.Equal(e.Payload, payloadOf(1, e.Offset)) {
+			t.Fatalf("after reopen: offset %d payload %q, want %q", e.Offset, e.Payload, payloadOf(1, e.Offset))
+		}
+	}
+}
+
+// TestDoneWhileQueued: entries scanned into the tick queue but not handed
+// out yet, then done, trimmed or dropped, must not come out.
+func TestDoneWhileQueued(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   func(w *Wheel) error
+		want []int64 // offsets of partition 1 handed out after the first
+	}{
+		{"done", func(w *Wheel) error { return w.Done(1, 5) }, []int64{1, 2, 3, 4, 6, 7, 8, 9}},
+		{"trim", func(w *Wheel) error { return w.Trim(1, 3) }, []int64{3, 4, 5, 6, 7, 8, 9}},
+		{"drop", func(w *Wheel) error { return w.Drop(1) }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := openT(t, t.TempDir(), Options{}, t0)
+			defer w.Close()
+			for i := range int64(10) {
+				mustAdd(t, w, t0, Entry{Due: t0 + 100 + i, Partition: 1, Offset: i})
+			}
+			mustFlush(t, w)
+			var got []int64
+			collect := func(e Entry) { got = append(got, e.Offset) }
+			if n, err := w.Expire(t0+1000, 1, collect); err != nil || n != 1 {
+				t.Fatalf("Expire: %d, %v", n, err) // scans the tick: all 10 are queued
+			}
+			if err := tc.op(w); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Expire(t0+1000, 100, collect); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[1:], tc.want) {
+				t.Fatalf("handed out %v after the first, want %v", got[1:], tc.want)
+			}
+		})
+	}
+}
