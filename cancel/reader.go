@@ -70,6 +70,7 @@ type Reader struct {
 	pos     map[int32]int64 // next offset to read, per partition read from
 	changed chan struct{}   // closed and replaced when pos advances
 	through time.Time       // the barrier: every cancel acked before it is in set
+	moved   chan struct{}   // closed and replaced when through advances
 	readErr error           // the last fetch error, for Sync's message
 }
 
@@ -103,7 +104,7 @@ func NewReader(o Options) (*Reader, error) {
 	r := &Reader{
 		set: NewSet(o.Retain), cl: cl, adm: kadm.NewClient(cl), topic: o.Topic, every: o.Every,
 		now: o.Now, log: o.Log, invalid: o.Invalid, stop: stop, done: make(chan struct{}),
-		pos: make(map[int32]int64), changed: make(chan struct{}),
+		pos: make(map[int32]int64), changed: make(chan struct{}), moved: make(chan struct{}),
 	}
 	go r.poll(ctx)
 	return r, nil
@@ -125,6 +126,14 @@ func (r *Reader) Through() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.through
+}
+
+// Moved returns the barrier and a channel closed when it next moves past
+// it.
+func (r *Reader) Moved() (time.Time, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.through, r.moved
 }
 
 // Close stops reading and closes the client.
@@ -247,6 +256,8 @@ func (r *Reader) Sync(ctx context.Context) error {
 		if behind == 0 {
 			if t.After(r.through) {
 				r.through = t
+				close(r.moved)
+				r.moved = make(chan struct{})
 			}
 			r.mu.Unlock()
 			return nil

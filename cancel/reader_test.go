@@ -82,11 +82,23 @@ func TestReader(t *testing.T) {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	through0, moved := r.Moved()
+	if !through0.IsZero() {
+		t.Errorf("barrier at %s before the first Sync, want zero", through0)
+	}
 	if err := r.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if th := r.Through(); th.Before(t0) {
 		t.Errorf("Through %s before the Sync started (%s)", th, t0)
+	}
+	select {
+	case <-moved:
+	default:
+		t.Errorf("the channel of Moved is not closed after the barrier moved")
+	}
+	if th, again := r.Moved(); again == moved || !th.Equal(r.Through()) {
+		t.Errorf("Moved after the barrier moved: the same channel (%v) or barrier %s, want %s", again == moved, th, r.Through())
 	}
 	for _, tc := range []struct {
 		id   string

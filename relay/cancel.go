@@ -143,16 +143,25 @@ func (r *Relay) fireLimit(now time.Time) time.Time {
 }
 
 // held reports whether a record due at due must wait for the barrier at
-// now, and if so when to look again.
+// now, and if so when to look again at the latest: the loop's poll is also
+// cut short when the barrier moves (barrierMoved). r.mu is held.
 func (r *Relay) held(due, now time.Time) (time.Time, bool) {
-	if due.After(r.fireLimit(now)) {
-		return now.Add(holdRetry), true
+	if r.cx == nil {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	through, moved := r.cx.rd.Moved()
+	if !due.After(through.Add(r.cx.margin)) {
+		return time.Time{}, false
+	}
+	r.barrierMoved = moved
+	return now.Add(holdRetry), true
 }
 
-// fireWake is when the loop must wake for a wheel expiry at t: t, or a
-// little later while the barrier holds it.
+// fireWake is when the loop must wake for a wheel expiry at t: t, or, while
+// the barrier holds t, holdRetry from now at the latest if that is later
+// (the poll is cut short when the barrier moves). It used to add holdRetry
+// to every expiry less than holdRetry away, barrier or not: a steady due
+// rate was woken every 10ms, and each fire was up to 10ms late. r.mu is held.
 func (r *Relay) fireWake(t, now time.Time) time.Time {
 	if wait, ok := r.held(t, now); ok && t.Before(wait) {
 		return wait

@@ -83,6 +83,7 @@ const (
 func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, started *attempts) {
 	started = newAttempts()
 	defer started.release()
+	r.barrierMoved = nil // held sets it again
 	for _, ps := range r.parts {
 		for _, it := range ps.takeRetries(now) {
 			if c := r.cancelledItem(it, now); c != nil {

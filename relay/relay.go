@@ -125,6 +125,10 @@ type Relay struct {
 	// opened with wheel.SyncManual and fsynced before each offset commit
 	// (commitOffsetsAll), not after each batch.
 	syncOnCommit bool
+	// barrierMoved, when not nil, is closed when the cancel barrier moves:
+	// something due was held by it in this iteration (held), so the poll
+	// ends then.
+	barrierMoved <-chan struct{}
 	parts        map[int32]*partState
 	firstAsg     bool // the first assignment has been taken up
 	resync       map[int32]int64
@@ -424,6 +428,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		}
 		r.maintainWheel(r.now())
 		wake := r.nextWake(r.now())
+		moved := r.barrierMoved
 		r.mu.Unlock()
 		// Wake at least once a second so readiness and gauges stay fresh.
 		if idle := r.now().Add(time.Second); wake.IsZero() || wake.After(idle) {
@@ -433,12 +438,19 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			continue
 		}
 		pollCtx, cancel := context.WithDeadline(ctx, wake)
-		if prev := r.prev; prev != nil {
+		if prev := r.prev; prev != nil || moved != nil {
 			// The last batch's outcomes are still coming: wake when
-			// they are in, to settle and commit them.
+			// they are in, to settle and commit them. Records held by
+			// the cancel barrier: wake when it moves.
+			var landed <-chan struct{}
+			if prev != nil {
+				landed = prev.done
+			}
 			go func() {
 				select {
-				case <-prev.done:
+				case <-landed:
+					cancel()
+				case <-moved:
 					cancel()
 				case <-pollCtx.Done():
 				}
