@@ -71,8 +71,11 @@ type result struct {
 // environment.
 func kdelay(t *testing.T, ctx context.Context, env map[string]string, stdin io.Reader, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code := run(ctx, args, env, stdin, &out, &errb)
+	// Safe for concurrent use: a command's Kafka client may still log
+	// from its own goroutines (a connection being set up while the client
+	// closes) after the command has returned.
+	out, errb := newSyncBuffer(), newSyncBuffer()
+	code := run(ctx, args, env, stdin, out, errb)
 	return result{code, out.String(), errb.String()}
 }
 
