@@ -199,9 +199,10 @@ func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
 }
 
 // commit commits reqs synchronously, each with its metadata, without
-// holding r.mu. It runs every iteration, so a failed commit is retried
-// even when no new record arrives. It returns the commit's error, if any
-// (already logged).
+// holding r.mu. The loop calls it at most every commitEvery, and again
+// after a failed one even when no new record arrives (what did not go
+// through stays to commit). It returns the commit's error, if any (already
+// logged).
 func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) error {
 	if len(reqs) == 0 {
 		return nil
