@@ -10,12 +10,4 @@ const SyncManual = SyncNone + 1
 
 // Sync is Flush followed by an fsync, whatever the sync policy: once it
 // returns, everything buffered before it survives kill -9 and power loss.
-func (w *Wheel) Sync() error {
-	if err := w.usable(); err != nil {
-		return err
-	}
-	if err := w.flush(true); err != nil {
-		return w.fail(err)
-	}
-	return nil
-}
+func (w *Wheel) Sync() error { return w.checkedFlush(true) }

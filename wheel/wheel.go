@@ -478,11 +478,15 @@ func (w *Wheel) Drop(partition int32) error {
 // Flush writes everything buffered (group commit) and fsyncs as the sync
 // policy says. Under SyncBatch, all of it survives kill -9 once Flush
 // returns.
-func (w *Wheel) Flush() error {
+func (w *Wheel) Flush() error { return w.checkedFlush(false) }
+
+// checkedFlush is Flush, and with forceSync Sync: it refuses an unusable
+// wheel, and a failure fails the wheel.
+func (w *Wheel) checkedFlush(forceSync bool) error {
 	if err := w.usable(); err != nil {
 		return err
 	}
-	if err := w.flush(false); err != nil {
+	if err := w.flush(forceSync); err != nil {
 		return w.fail(err)
 	}
 	return nil
