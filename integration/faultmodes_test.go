@@ -236,7 +236,9 @@ func TestRelaysOneKilled(t *testing.T) {
 // It caught, at least once, the woken zombie forwarding before its client
 // learned it was no longer a member: duplicates first forwarded after the
 // fault. Fixed in the relay (a loop that stood still past the session
-// timeout confirms its membership with a commit before it forwards).
+// timeout confirms its membership before it forwards). It caught again a
+// zombie frozen before its first commit, which confirmMember then let go
+// on unasked (TestConfirmMemberAsksTheCoordinator guards that since).
 func TestZombie(t *testing.T) {
 	t.Parallel()
 	for _, mode := range deliveryModes {

@@ -618,3 +618,36 @@ func TestDeadLetterTopicFailing(t *testing.T) {
 	}
 	waitFor(t, func() bool { return rr.r.Ready() })
 }
+
+// TestConfirmMemberAsksTheCoordinator: a loop that stood still past the
+// session timeout forwards nothing until confirmMember says it is still a
+// member, and confirmMember must ask the group coordinator even when the
+// relay has nothing to commit (here: no record read yet). It once answered
+// yes unasked, and a zombie woken before its first commit forwarded again
+// every record the new owner had forwarded (TestZombie, real broker).
+func TestConfirmMemberAsksTheCoordinator(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	rr := h.start(nil)
+	rr.waitReady(t)
+	ctx := context.Background()
+	if !rr.r.confirmMember(ctx) {
+		t.Fatal("a member of the current generation was not confirmed")
+	}
+	var asked atomic.Int32
+	h.c.ControlKey(int16(kmsg.Heartbeat), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.c.KeepControl()
+		hb := req.(*kmsg.HeartbeatRequest)
+		resp := hb.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.Version = hb.Version
+		resp.ErrorCode = kerr.UnknownMemberID.Code // expelled while it stood still
+		asked.Add(1)
+		return resp, nil, true
+	})
+	before := asked.Load()
+	if rr.r.confirmMember(ctx) {
+		t.Fatal("confirmed a member the coordinator does not know")
+	}
+	if asked.Load() == before {
+		t.Fatal("confirmMember did not ask the coordinator")
+	}
+}

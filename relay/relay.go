@@ -42,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/kdelay/kdelay/config"
@@ -108,6 +109,7 @@ type Relay struct {
 	commitAt  time.Time // at least once: when the loop last sent a commit (loop only)
 	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
+	confirmAt time.Time // while suspect: when to ask the coordinator again (loop only)
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
@@ -428,6 +430,9 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		}
 		r.maintainWheel(r.now())
 		wake := r.nextWake(r.now())
+		if r.suspect {
+			wake = r.confirmAt // nothing is decided until the membership is confirmed
+		}
 		moved := r.barrierMoved
 		r.mu.Unlock()
 		// Wake at least once a second so readiness and gauges stay fresh.
@@ -470,9 +475,13 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			r.joined.Store(true)
 		}
 
-		if r.suspect && r.confirmMember(work) {
-			r.suspect = false
-			r.log.Info("group membership confirmed")
+		if r.suspect {
+			if r.confirmMember(work) {
+				r.suspect = false
+				r.log.Info("group membership confirmed")
+			} else {
+				r.confirmAt = r.now().Add(confirmRetry)
+			}
 		}
 
 		// Rebalances are blocked from here to AllowRebalance: the seeks
@@ -494,10 +503,10 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		// decided a batch (the process frozen or starved, anywhere in the
 		// iteration) may have lost its partitions without knowing yet: at
 		// least once, nothing fences its forwards, so it forwards nothing
-		// until a commit confirms it is still a member (next iteration,
-		// confirmMember).
+		// until the group coordinator confirms it is still a member (next
+		// iterations, confirmMember).
 		if r.txn == nil && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.cfg.SessionTimeout {
-			r.suspect = true
+			r.suspect, r.confirmAt = true, now
 			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", now.Sub(r.lastIter).Round(time.Millisecond).String())
 		}
 		r.lastIter = now
@@ -674,23 +683,50 @@ func (r *Relay) updatePauses() {
 	}
 }
 
-// confirmMember commits every owned partition again (its offset and
-// metadata as they stand): a member that lost its partitions is refused
-// (illegal generation, unknown member), and its client then reports them
-// lost. It reports whether the commit went through.
+// confirmMember asks the group coordinator whether this relay is still the
+// member it was: a Heartbeat with its member ID and generation. A member
+// that lost its partitions while it stood still (expelled at its session
+// timeout, fenced by a restart with the same instance ID) is refused, and
+// its client is told to rejoin, which reports the partitions lost. It
+// reports whether the coordinator confirmed the membership.
+//
+// It asks even when the relay has nothing to commit: a relay that stood
+// still before it handled a single record has nothing to lose, but what
+// it would forward the new owner forwards too (it once went on unasked,
+// and the woken zombie duplicated every record of its old partitions).
+// A rebalance in progress confirms the membership: the member keeps its
+// partitions until it revokes them, after this iteration.
 func (r *Relay) confirmMember(ctx context.Context) bool {
-	r.mu.Lock()
-	reqs := r.commitOffsetsAll(true)
-	r.mu.Unlock()
-	if len(reqs) == 0 {
-		return true // nothing committed yet: nothing to lose by going on
+	member, gen := r.cl.GroupMetadata()
+	if member == "" || gen < 0 {
+		return false // not in a group session: partitions come back through onAssigned
 	}
-	if err := r.commit(ctx, reqs); err != nil {
-		r.log.Warn("group membership not confirmed", "err", err)
-		return false
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID, req.Generation = r.cfg.Group, member, gen
+	if r.cfg.InstanceID != "" {
+		req.InstanceID = kmsg.StringPtr(r.cfg.InstanceID)
 	}
-	return true
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	switch {
+	case err == nil, errors.Is(err, kerr.RebalanceInProgress):
+		return true
+	case errors.Is(err, kerr.UnknownMemberID), errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.FencedInstanceID):
+		r.log.Warn("group membership lost while the loop stood still; rejoining", "member", member, "generation", gen, "err", err)
+		r.cl.ForceRebalance()
+	default:
+		r.log.Warn("group membership not confirmed; asking again", "err", err)
+	}
+	return false
 }
+
+// confirmRetry is how long a loop whose membership is unconfirmed waits
+// before it asks the coordinator again (it forwards nothing meanwhile).
+const confirmRetry = 100 * time.Millisecond
 
 // handOverWait bounds how long a revoke waits for the revoked partitions'
 // produces in flight (the group's rebalance waits for it).
