@@ -128,6 +128,13 @@ func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 			}
 		}
 		end := ps.handled + 1
+		if ps.known.End > end {
+			// Still reading again what an earlier commit said is done
+			// (after a resync or an assignment): the rest of that set
+			// stays in this commit's, or a later resync would forget it
+			// and forward those records again.
+			end = ps.known.End
+		}
 		if !all && off <= ps.commit && end <= ps.commitEnd && !ps.dirty {
 			continue
 		}
@@ -162,6 +169,18 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offset
 			if it.offset >= off && it.offset < end {
 				open = append(open, it.offset)
 			}
+		}
+	}
+	// Above the handled watermark, up to end: not read again yet since a
+	// resync, done or not as the set read back says (commitOffsetsAll).
+	for _, o := range ps.known.Open {
+		if o > ps.handled && o >= off && o < end {
+			open = append(open, o)
+		}
+	}
+	if b := ps.known.Base; ps.known.End > ps.handled+1 && b > ps.handled+1 {
+		for o := max(ps.handled+1, off); o < min(b, end); o++ {
+			open = append(open, o) // below the known set: not known done
 		}
 	}
 	if overflow || len(open) > maxOpen {

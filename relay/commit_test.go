@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/offsetmap"
 )
 
 // doneSetRun: one record waiting 3 s in the wheel (4 s delay, level 1) holds partition 0's
@@ -79,4 +81,45 @@ func TestDoneSetOverflow(t *testing.T) {
 		t.Errorf("with a tiny metadata limit: %d duplicates, %v overflows; want both > 0", dups, overflow)
 	}
 	t.Logf("tiny limit: %d duplicates, %v overflows", dups, overflow)
+}
+
+// TestCommitKeepsTheKnownDoneSet: a partition read again from its commit
+// (a resync after an aborted transaction, a new owner) skips what the
+// commit's done set says is done. A commit made while that re-read is only
+// part way must still carry the rest of the set: it once carried the done
+// set up to the re-read records only, and the next resync forwarded the
+// rest again (exactly-once: a duplicate consumers saw; TestRelaysOneKilled
+// on kfake, about one run in fifteen).
+func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Relay{parts: map[int32]*partState{}, metaLimit: DefaultMetadataLimit, m: m}
+	// Committed at 1; done above it: [1,19) except 3 and 12 (in a wheel).
+	known := offsetmap.Set{Base: 1, End: 19, Open: []int64{3, 12}}
+	ps := &partState{p: 1, level: 2, commit: 1, commitEnd: 19, doneSet: known, known: known, catchUp: -1}
+	// Read again up to 8: 3 went back into the retries (still open), the
+	// others were skipped as done.
+	ps.handled = 8
+	ps.retries = []*item{{part: 1, offset: 3}}
+	ps.dirty = true
+	r.parts[1] = ps
+	reqs := r.commitOffsetsAll(false)
+	c, ok := reqs[1]
+	if !ok {
+		t.Fatal("no commit for the partition")
+	}
+	if c.at.Offset != 3 {
+		t.Fatalf("committed at %d, want 3 (the lowest offset not done)", c.at.Offset)
+	}
+	got, ok, err := doneOfMetadata(c.meta, c.at.Offset)
+	if err != nil || !ok {
+		t.Fatalf("no done set in the metadata %q: %v", c.meta, err)
+	}
+	for o := int64(3); o < 19; o++ {
+		if want := o != 3 && o != 12; got.Done(o) != want {
+			t.Errorf("offset %d: done=%v in the committed set %+v, want %v", o, got.Done(o), got, want)
+		}
+	}
 }
