@@ -35,6 +35,7 @@ type decision struct {
 	act       action
 	sched     levels.Schedule
 	levelTime time.Time // when the record's partition level lets it go
+	wakeAt    time.Time // actWait: when to decide again (levelTime, or earlier to read it ahead)
 	reason    string    // metric label, for dead letters
 	detail    string    // human reason, for the kdelay-error header
 	mismatch  bool      // the record's delay does not belong to its partition's level
@@ -53,7 +54,15 @@ type policy struct {
 // for their partition's level time (record timestamp + level duration),
 // then go out if due, into the wheel if due within the horizon, or back to
 // the delay topic (cascade) if due later.
-func (p *policy) decide(r *kgo.Record, level int, now time.Time) decision {
+//
+// With ahead > 0 (the wheel is there to hold it), a record whose level time
+// is at most ahead away goes into the wheel at once, due at its own due
+// time (never before its level time): a partition is read up to ahead
+// before its records come due, so a burst of records reaching their level
+// time together is read before it is due rather than after (readAhead).
+// A record in the wrong level, or due before its level time, waits as
+// before: it goes at its level time.
+func (p *policy) decide(r *kgo.Record, level int, now time.Time, ahead time.Duration) decision {
 	s, err := p.table.Parse(r.Headers, r.Timestamp)
 	if err != nil {
 		return decision{act: actDeadLetter, reason: levels.Reason(err), detail: err.Error()}
@@ -75,7 +84,16 @@ func (p *policy) decide(r *kgo.Record, level int, now time.Time) decision {
 		d.levelTime = s.Due
 	}
 	if now.Before(d.levelTime) {
-		d.act = actWait
+		early := d.levelTime.Sub(now)
+		if ahead > 0 && !d.mismatch && !s.Due.Before(d.levelTime) && s.Due.Sub(now) <= p.horizon {
+			if early <= ahead {
+				d.act = actWheel
+				return d
+			}
+			d.act, d.wakeAt = actWait, d.levelTime.Add(-ahead)
+			return d
+		}
+		d.act, d.wakeAt = actWait, d.levelTime
 		return d
 	}
 	switch wait := s.Due.Sub(now); {

@@ -63,12 +63,61 @@ func TestDecide(t *testing.T) {
 		{"beyond max delay", rec("kdelay-target", "t", "kdelay-delay", "2h"), 4, at(0), actDeadLetter, false, "delay_too_long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := p.decide(tc.r, tc.level, tc.now)
+			d := p.decide(tc.r, tc.level, tc.now, 0)
 			if d.act != tc.want || d.mismatch != tc.mismatch || d.reason != tc.reason {
 				t.Fatalf("decide = %s mismatch=%v reason=%q, want %s mismatch=%v reason=%q (%s)", d.act, d.mismatch, d.reason, tc.want, tc.mismatch, tc.reason, d.detail)
 			}
 			if d.act == actForward && tc.now.Before(d.sched.Due) {
 				t.Fatalf("forward before due %s", d.sched.Due)
+			}
+		})
+	}
+}
+
+// TestDecideReadAhead: with the wheel there (ahead > 0), a record whose
+// level time is at most ahead away goes into the wheel at once, due at its
+// own due time; one farther away waits until ahead before its level time.
+// A record in the wrong level, or due beyond the horizon, waits for its
+// level time as without read-ahead.
+func TestDecideReadAhead(t *testing.T) {
+	p := testPolicy(t, nil) // horizon = max gap = 4s
+	ts := time.UnixMilli(1_000_000)
+	at := func(d time.Duration) time.Time { return ts.Add(d) }
+	rec := func(delay string) *kgo.Record {
+		return &kgo.Record{Timestamp: ts, Headers: []kgo.RecordHeader{
+			{Key: "kdelay-target", Value: []byte("t")}, {Key: "kdelay-delay", Value: []byte(delay)}}}
+	}
+	const ahead = 2 * time.Second // any window: readAhead is 5s
+	for _, tc := range []struct {
+		name   string
+		delay  string
+		level  int
+		now    time.Duration
+		want   action
+		wakeAt time.Duration // actWait
+	}{
+		{"8s in level 4, 2.001s before: wait", "8s", 4, 5999 * time.Millisecond, actWait, 6 * time.Second},
+		{"8s in level 4, 2s before: wheel", "8s", 4, 6 * time.Second, actWheel, 0},
+		{"9s in level 4, 2s before: wheel", "9s", 4, 6 * time.Second, actWheel, 0},
+		{"300ms in level 1 at once: wheel", "300ms", 1, 0, actWheel, 0},
+		{"1s in level 4 (wrong level) waits for the level", "1s", 4, 7 * time.Second, actWait, 8 * time.Second},
+		{"20s in level 4 (beyond the horizon) waits for the level", "20s", 4, 6 * time.Second, actWait, 8 * time.Second},
+		{"8s in level 4 at its time: forward", "8s", 4, 8 * time.Second, actForward, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := at(tc.now)
+			d := p.decide(rec(tc.delay), tc.level, now, ahead)
+			if d.act != tc.want {
+				t.Fatalf("decide = %s, want %s", d.act, tc.want)
+			}
+			if d.act == actWait && !d.wakeAt.Equal(at(tc.wakeAt)) {
+				t.Fatalf("wake at %s, want %s", d.wakeAt.Sub(ts), tc.wakeAt)
+			}
+			if d.act == actWheel && d.sched.Due.Before(d.levelTime) {
+				t.Fatalf("read ahead into the wheel due %s, before its level time %s", d.sched.Due.Sub(ts), d.levelTime.Sub(ts))
+			}
+			if without := p.decide(rec(tc.delay), tc.level, now, 0); now.Before(without.levelTime) && (without.act != actWait || !without.wakeAt.Equal(without.levelTime)) {
+				t.Fatalf("without read-ahead: %s, wake at %s, want a wait until the level time", without.act, without.wakeAt.Sub(ts))
 			}
 		})
 	}
@@ -133,7 +182,7 @@ func BenchmarkLevelRecord(b *testing.B) {
 	now := ts.Add(2 * time.Second)
 	b.ReportAllocs()
 	for i := range b.N {
-		d := r.pol.decide(rec, 1, now)
+		d := r.pol.decide(rec, 1, now, 0)
 		if d.act != actForward {
 			b.Fatalf("decided %s", d.act)
 		}
