@@ -84,16 +84,16 @@ func (p *policy) decide(r *kgo.Record, level int, now time.Time, ahead time.Dura
 		d.levelTime = s.Due
 	}
 	if now.Before(d.levelTime) {
-		early := d.levelTime.Sub(now)
-		if ahead > 0 && !d.mismatch && !s.Due.Before(d.levelTime) && s.Due.Sub(now) <= p.horizon {
-			if early <= ahead {
-				d.act = actWheel
-				return d
-			}
-			d.act, d.wakeAt = actWait, d.levelTime.Add(-ahead)
-			return d
-		}
 		d.act, d.wakeAt = actWait, d.levelTime
+		if ahead > 0 && !d.mismatch && !s.Due.Before(d.levelTime) {
+			switch readAt := d.levelTime.Add(-ahead); {
+			case now.Before(readAt):
+				d.wakeAt = readAt
+			case s.Due.Sub(now) <= p.horizon:
+				d.act = actWheel
+			}
+			// else due beyond the horizon: it cascades at its level time
+		}
 		return d
 	}
 	switch wait := s.Due.Sub(now); {

@@ -103,6 +103,9 @@ func TestDecideReadAhead(t *testing.T) {
 		{"1s in level 4 (wrong level) waits for the level", "1s", 4, 7 * time.Second, actWait, 8 * time.Second},
 		{"20s in level 4 (beyond the horizon) waits for the level", "20s", 4, 6 * time.Second, actWait, 8 * time.Second},
 		{"8s in level 4 at its time: forward", "8s", 4, 8 * time.Second, actForward, 0},
+		{"13s in level 4, 3s before: waits until 2s before (due within the horizon then)", "13s", 4, 5 * time.Second, actWait, 6 * time.Second},
+		{"13s in level 4, 2s before: beyond the horizon (7s): waits for the level", "13s", 4, 6 * time.Second, actWait, 8 * time.Second},
+		{"10s in level 4, 2s before: due within the horizon (4s): wheel", "10s", 4, 6 * time.Second, actWheel, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := at(tc.now)

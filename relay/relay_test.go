@@ -52,30 +52,22 @@ func TestExactness(t *testing.T) {
 	h.checkLateness(got, keys, noFaultP99)
 	t.Logf("FIFO: %d ordered pairs checked", h.checkFIFO(got))
 
-	// The metrics account for every record by level and path: the records
-	// due at once go direct; every other one is read within readAhead (5s)
-	// of its level time, at once or (8s) 3s after it was sent, and waits
-	// in the wheel.
+	// The metrics account for every record by level and path. Records read
+	// before their level time (within readAhead, 5s: here nearly all of
+	// them, even the ones due "now", whose due time is rounded up to the
+	// next millisecond) wait in the wheel; those read after it go direct,
+	// which a loaded machine decides: the totals per level are exact, the
+	// split is logged.
 	waitFor(t, func() bool {
 		return sumCounter(rr.r.m.forwarded) == 30 && testutil.ToFloat64(rr.r.m.wheelPending) == 0
 	})
-	want := `
-# HELP kdelay_records_forwarded_total Records delivered to their target (acked), by level and path (direct or wheel).
-# TYPE kdelay_records_forwarded_total counter
-kdelay_records_forwarded_total{level="1",path="direct"} 3
-kdelay_records_forwarded_total{level="1",path="wheel"} 9
-kdelay_records_forwarded_total{level="2",path="direct"} 0
-kdelay_records_forwarded_total{level="2",path="wheel"} 6
-kdelay_records_forwarded_total{level="3",path="direct"} 0
-kdelay_records_forwarded_total{level="3",path="wheel"} 6
-kdelay_records_forwarded_total{level="4",path="direct"} 0
-kdelay_records_forwarded_total{level="4",path="wheel"} 6
-# HELP kdelay_wheel_pending_entries Records resting in the local timer wheel.
-# TYPE kdelay_wheel_pending_entries gauge
-kdelay_wheel_pending_entries 0
-`
-	if err := testutil.GatherAndCompare(rr.reg, strings.NewReader(want), "kdelay_records_forwarded_total", "kdelay_wheel_pending_entries"); err != nil {
-		t.Error(err)
+	for level, want := range map[string]float64{"1": 12, "2": 6, "3": 6, "4": 6} {
+		direct := testutil.ToFloat64(rr.r.m.forwarded.WithLabelValues(level, "direct"))
+		wheel := testutil.ToFloat64(rr.r.m.forwarded.WithLabelValues(level, "wheel"))
+		if direct+wheel != want {
+			t.Errorf("level %s: %v direct + %v via the wheel, want %v forwarded", level, direct, wheel, want)
+		}
+		t.Logf("level %s: %v direct, %v via the wheel", level, direct, wheel)
 	}
 	for _, k := range keys {
 		for _, rc := range got[k] {
