@@ -268,6 +268,7 @@ func New(opts Options) (*Relay, error) {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeatInterval),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// Records of aborted transactions are never delivered. Markers
 		// are kept so that the commit can pass them (a partition ending in
@@ -499,13 +500,13 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			}
 		})
 		now := r.now()
-		// A loop that stood still past the session timeout since it last
-		// decided a batch (the process frozen or starved, anywhere in the
-		// iteration) may have lost its partitions without knowing yet: at
-		// least once, nothing fences its forwards, so it forwards nothing
-		// until the group coordinator confirms it is still a member (next
-		// iterations, confirmMember).
-		if r.txn == nil && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.cfg.SessionTimeout {
+		// A loop that stood still since it last decided a batch (the
+		// process frozen or starved, anywhere in the iteration) for long
+		// enough to have missed its session may have lost its partitions
+		// without knowing yet: at least once, nothing fences its forwards,
+		// so it forwards nothing until the group coordinator confirms it
+		// is still a member (next iterations, confirmMember).
+		if r.txn == nil && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.standStill() {
 			r.suspect, r.confirmAt = true, now
 			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", now.Sub(r.lastIter).Round(time.Millisecond).String())
 		}
@@ -722,6 +723,22 @@ func (r *Relay) confirmMember(ctx context.Context) bool {
 		r.log.Warn("group membership not confirmed; asking again", "err", err)
 	}
 	return false
+}
+
+// heartbeatInterval is the group heartbeat interval (franz-go's default,
+// set here because standStill depends on it).
+const heartbeatInterval = 3 * time.Second
+
+// standStill is how long the loop may stand still before it asks whether
+// it is still a member. The coordinator expels a member a session timeout
+// after its last heartbeat, which can be up to a heartbeat interval before
+// the loop stopped: a freeze of the session timeout minus that interval
+// can already cost the partitions (TestZombie on the real broker: a relay
+// frozen 5.7s with a 6s session timeout was expelled and, unasked,
+// forwarded again what the new owner had). Asking costs one Heartbeat
+// round trip, so the bound errs low: minus another second, at least 1s.
+func (r *Relay) standStill() time.Duration {
+	return max(r.cfg.SessionTimeout-heartbeatInterval-time.Second, time.Second)
 }
 
 // confirmRetry is how long a loop whose membership is unconfirmed waits
