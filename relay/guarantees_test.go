@@ -287,6 +287,21 @@ func watchCommits(h *harness, hold time.Duration) *commitWatch {
 // record is forwarded (no cascade, no dead letter).
 func (cw *commitWatch) check(t *testing.T) int {
 	t.Helper()
+	// Every record has arrived, but records read ahead wait in the wheel
+	// and hold the commit until they fire: the commit past them comes up
+	// to commitEvery later (more after injected commit failures).
+	waitFor(t, func() bool {
+		cw.mu.Lock()
+		defer cw.mu.Unlock()
+		for _, c := range cw.commits {
+			for _, off := range c.off {
+				if off > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	})
 	cw.mu.Lock()
 	defer cw.mu.Unlock()
 	checked := 0
