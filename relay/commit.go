@@ -178,11 +178,6 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offset
 			open = append(open, o)
 		}
 	}
-	if b := ps.known.Base; ps.known.End > ps.handled+1 && b > ps.handled+1 {
-		for o := max(ps.handled+1, off); o < min(b, end); o++ {
-			open = append(open, o) // below the known set: not known done
-		}
-	}
 	if overflow || len(open) > maxOpen {
 		r.m.metaOverflow.Inc()
 		return md, offsetmap.Set{}

@@ -72,9 +72,9 @@ const (
 // came due (50k/s for 20 s) were read at 150-200k records/s once their
 // level time came, so the first seconds of them went out seconds late
 // (p99 2.96 and 6.18 s in two runs); read 2 s ahead, 0.1-1.75 s; 5 s
-// ahead, 39-71 ms in four runs (docs/benchmarks.md). The cost: records of the level path
-// take the wheel path (a write to the data directory; it holds the commit
-// back until it fires) for up to readAhead.
+// ahead, 39-71 ms in four runs (docs/benchmarks.md). The cost: records
+// of the level path take the wheel path (a write to the data directory;
+// it holds the commit back until it fires) for up to readAhead.
 const readAhead = 5 * time.Second
 
 // Backoff bounds of a failing record's retries.
