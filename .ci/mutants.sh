@@ -24,6 +24,8 @@
 # kfake broker), without -race (the guards check behaviour, not races).
 #
 # Usage: bash .ci/mutants.sh [name-substring ...]   (default: all)
+# KDELAY_MUTANT_JOBS (default 2) mutants run at a time, each in its own
+# copy; their reports are printed in patch order once all have run.
 # Prints one line per mutant and `N killed, M survived`; exit 0 only when
 # every mutant applied, built and was killed.
 set -uo pipefail
@@ -33,30 +35,31 @@ ROOT="$PWD"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/kdelay-mutants.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-killed=0 survived=0 broken=0 skipped=0
-broken_names=() survived_names=()
 T0=$SECONDS
+JOBS="${KDELAY_MUTANT_JOBS:-2}"
 
-for patch in "$ROOT"/mutants/*.patch; do
+# run_mutant PATCH: one mutant, start to end, in its own copy. Its report
+# lines go to $WORK/NAME.out, its verdict (killed, survived, broken,
+# skipped) to $WORK/NAME.verdict.
+run_mutant() {
+  local patch="$1" name desc needs expect by t1 dir pkgs g pkg run why
   name="$(basename "$patch" .patch)"
-  if (($# > 0)); then
-    want=0
-    for a in "$@"; do [[ "$name" == *"$a"* ]] && want=1; done
-    ((want)) || continue
-  fi
+  exec >"$WORK/$name.out" 2>&1
+  verdict() { echo "$1" >"$WORK/$name.verdict"; }
   desc="$(sed -n 's/^mutant: //p' "$patch" | head -1)"
   needs="$(sed -n 's/^needs: //p' "$patch" | head -1)"
   expect="$(sed -n 's/^expect: //p' "$patch" | head -1)"
+  local -a guards envs
   mapfile -t guards < <(sed -n 's/^guard: //p' "$patch")
   if ((${#guards[@]} == 0)) || [[ -z "$expect" ]]; then
     echo "BROKEN   $name: no guard: or expect: line in the patch header"
-    broken=$((broken + 1)); broken_names+=("$name"); continue
+    verdict broken; return
   fi
   envs=(env -u KDELAY_TEST_BROKERS -u KDELAY_KAFKA_CTL)
   if [[ "$needs" == broker ]]; then
     if [[ -z "${KDELAY_TEST_BROKERS:-}" ]]; then
       echo "SKIPPED  $name: needs a real broker (KDELAY_TEST_BROKERS unset)"
-      skipped=$((skipped + 1)); continue
+      verdict skipped; return
     fi
     envs=(env)
   fi
@@ -67,14 +70,14 @@ for patch in "$ROOT"/mutants/*.patch; do
   if ! (cd "$dir" && git apply --whitespace=nowarn "$patch") >"$WORK/$name.apply" 2>&1; then
     echo "BROKEN   $name: PATCH DOES NOT APPLY to the current code (re-make mutants/$name.patch):"
     sed 's/^/           /' "$WORK/$name.apply"
-    broken=$((broken + 1)); broken_names+=("$name"); rm -rf "$dir"; continue
+    verdict broken; rm -rf "$dir"; return
   fi
   pkgs=()
   for g in "${guards[@]}"; do pkgs+=("${g%% *}"); done
   if ! (cd "$dir" && go vet "${pkgs[@]}") >"$WORK/$name.vet" 2>&1; then
     echo "BROKEN   $name: the mutated code does not build (re-make mutants/$name.patch):"
     sed 's/^/           /' "$WORK/$name.vet" | head -20
-    broken=$((broken + 1)); broken_names+=("$name"); rm -rf "$dir"; continue
+    verdict broken; rm -rf "$dir"; return
   fi
 
   by="" t1=$SECONDS
@@ -91,21 +94,53 @@ for patch in "$ROOT"/mutants/*.patch; do
     fi
   done
   if [[ "$by" == "-" ]]; then
-    broken=$((broken + 1)); broken_names+=("$name")
+    verdict broken
   elif [[ -n "$by" ]] && ! grep -qE "$expect" "$WORK/$name.log"; then
     echo "BROKEN   $name: $by failed, but without the expected /$expect/ (last lines):"
     tail -15 "$WORK/$name.log" | cut -c1-200 | sed 's/^/           /'
-    broken=$((broken + 1)); broken_names+=("$name")
+    verdict broken
   elif [[ -n "$by" ]]; then
     why="$(grep -m1 -E "$expect" "$WORK/$name.log" | sed 's/^\s*//' | cut -c1-200)"
     echo "KILLED   $name ($((SECONDS - t1))s) by $by: $desc"
     echo "           $why"
-    killed=$((killed + 1))
+    verdict killed
   else
     echo "SURVIVED $name ($((SECONDS - t1))s): $desc; guards passed: ${guards[*]}"
-    survived=$((survived + 1)); survived_names+=("$name")
+    verdict survived
   fi
   rm -rf "$dir"
+}
+
+# Select, then run JOBS mutants at a time (KDELAY_MUTANT_JOBS, default 2:
+# most guards wait on timeouts, not on the CPU); reports in patch order.
+patches=()
+for patch in "$ROOT"/mutants/*.patch; do
+  name="$(basename "$patch" .patch)"
+  if (($# > 0)); then
+    want=0
+    for a in "$@"; do [[ "$name" == *"$a"* ]] && want=1; done
+    ((want)) || continue
+  fi
+  patches+=("$patch")
+done
+for patch in "${patches[@]}"; do
+  while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+  run_mutant "$patch" &
+done
+wait
+
+killed=0 survived=0 broken=0 skipped=0
+broken_names=() survived_names=()
+for patch in "${patches[@]}"; do
+  name="$(basename "$patch" .patch)"
+  cat "$WORK/$name.out" 2>/dev/null
+  v="$(cat "$WORK/$name.verdict" 2>/dev/null || echo broken)"
+  case "$v" in
+  killed) killed=$((killed + 1)) ;;
+  survived) survived=$((survived + 1)); survived_names+=("$name") ;;
+  skipped) skipped=$((skipped + 1)) ;;
+  *) broken=$((broken + 1)); broken_names+=("$name") ;;
+  esac
 done
 
 echo
