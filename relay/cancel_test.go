@@ -64,6 +64,7 @@ func (h *harness) expectCancelled(keep, cut []string, lastDue time.Time, maxDup 
 // The cancelled ones are never delivered, the others arrive once, on time,
 // with their kdelay-id.
 func TestCancelPaths(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	if testing.Short() {
 		t.Skip("20s scenario")
 	}
@@ -135,6 +136,7 @@ func TestCancelReschedule(t *testing.T) {
 // its data directory, and one without it, keeps them cancelled: the set is
 // rebuilt from the topic before anything is forwarded.
 func TestCancelRestart(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	for _, wipe := range []bool{false, true} {
 		name := map[bool]string{false: "with data dir", true: "without data dir"}[wipe]
 		t.Run(name, func(t *testing.T) {
@@ -173,6 +175,7 @@ func TestCancelRestart(t *testing.T) {
 // records wait; cancels written before and after the stop hold wherever
 // the partitions go.
 func TestCancelTwoRelays(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{"KDELAY_PARTITIONS_PER_LEVEL": "2"}, "orders")
 	a := h.start(nil)
 	b := h.start(func(c *config.Config) { c.DataDir = t.TempDir() })

@@ -111,6 +111,7 @@ func sumCounter(c *prometheus.CounterVec) float64 {
 // TestCascade: with levels 1s 2s 4s (wheel horizon 2s), a 20s delay cascades
 // through the delay topic and arrives at 20s, not earlier.
 func TestCascade(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	if testing.Short() {
 		t.Skip("20s scenario")
 	}
@@ -130,6 +131,7 @@ func TestCascade(t *testing.T) {
 // arrives at 9s; a 1s record written to the longest level's partition
 // arrives at that level's time (late, counted), never early.
 func TestHeaderIsTruth(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	short := h.sendRaw("nine", 0, levels.HeaderTarget, "orders", levels.HeaderDelay, "9s")
