@@ -517,36 +517,83 @@ func (w *Wheel) view(s *segment, pos uint32) []byte {
 // on an error (the caller then reads the mapping). The active segment is
 // not compacted: its entries lie scattered over it, so reading them
 // through the mapping costs a page fault for many of them, and each
-// releaseMapped then has most of the segment to unmap again. A pread per
-// entry costs about as much CPU (the scan keeps a copy for the hand-out,
-// see keepRecord), and keeps the segment's pages out of the resident set.
+// releaseMapped then has most of the segment to unmap again. A pread
+// costs about as much CPU as such a fault (the scan keeps a copy for the
+// hand-out, see keepRecord), and keeps the segment's pages out of the
+// resident set.
+//
+// It keeps what it read. When p lies within activeBlock of the previous
+// record it had to read, it reads the aligned activeBlock around p:
+// entries added close together in time (a burst, a partition read in
+// order) lie close together in the segment, and the scan of one tick then
+// reads them with one pread per block, not one or two per entry; entries
+// far apart (random due times) take one small read each, as a block
+// would copy 4 KiB for one record. The bytes below the
+// segment's size never change once written (it is append-only; only
+// recovery truncates, before any read), so the block stays valid while it
+// lies below s.size.
 func (w *Wheel) readActive(s *segment, p int64) []byte {
-	n := min(s.size-p, activeRead)
-	if int64(cap(w.rbuf)) < n {
-		w.rbuf = make([]byte, n)
-	}
-	r := w.rbuf[:n]
-	if _, err := s.f.ReadAt(r, p); err != nil {
-		return nil
-	}
-	if n < 8 {
+	if r := w.blockAt(s, p); r != nil {
 		return r
 	}
-	if size := int64(alignUp(int(le.Uint32(r[4:])))); size > n && size <= s.size-p {
-		if int64(cap(w.rbuf)) < size {
-			w.rbuf = make([]byte, size)
-		}
-		r = w.rbuf[:size]
-		if _, err := s.f.ReadAt(r, p); err != nil {
-			return nil
-		}
+	near := w.rmissSeg == s && p > w.rmiss-activeBlock && p < w.rmiss+activeBlock
+	w.rmiss, w.rmissSeg = p, s
+	start, n := p, min(s.size-p, activeRead)
+	if near { // entries close together: read the block around them
+		start = p &^ (activeBlock - 1)
+		n = min(s.size-start, activeBlock)
+	}
+	if cap(w.rbuf) < activeBlock {
+		w.rbuf = make([]byte, activeBlock)
+	}
+	w.rblk, w.rblkSeg = nil, nil
+	b := w.rbuf[:n]
+	if _, err := s.f.ReadAt(b, start); err != nil {
+		return nil
+	}
+	w.rblk, w.rblkSeg, w.rblkOff = b, s, start
+	if r := w.blockAt(s, p); r != nil {
+		return r
+	}
+	// A record longer than what was read: read it whole.
+	r := b[p-start:]
+	if len(r) < 8 {
+		return r
+	}
+	size := int64(alignUp(int(le.Uint32(r[4:]))))
+	if size > s.size-p {
+		return r // damaged: the caller's checks reject it
+	}
+	if int64(cap(w.rlong)) < size {
+		w.rlong = make([]byte, size)
+	}
+	r = w.rlong[:size]
+	if _, err := s.f.ReadAt(r, p); err != nil {
+		return nil
 	}
 	return r
 }
 
-// activeRead is what readActive reads at first: a record header and a
-// small payload (a larger record takes a second read).
-const activeRead = 128
+// blockAt returns the record at p of s from the block readActive keeps,
+// nil when the block does not hold the whole of it.
+func (w *Wheel) blockAt(s *segment, p int64) []byte {
+	if w.rblkSeg != s || p < w.rblkOff || p+8 > w.rblkOff+int64(len(w.rblk)) {
+		return nil
+	}
+	r := w.rblk[p-w.rblkOff:]
+	if size := int64(alignUp(int(le.Uint32(r[4:])))); size <= int64(len(r)) {
+		return r[:size]
+	}
+	return nil
+}
+
+// activeBlock is what readActive reads at once around records close
+// together: 4 KiB, aligned; activeRead what it reads of a record alone: a
+// record header and a small payload (a larger record takes a second read).
+const (
+	activeBlock = 4096
+	activeRead  = 128
+)
 
 // maxRecs bounds the records of the active segment one scan keeps for the
 // hand-out (Wheel.recs); beyond it, deliver reads them again.
