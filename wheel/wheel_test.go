@@ -881,3 +881,47 @@ func TestDoneWhileQueued(t *testing.T) {
 		})
 	}
 }
+
+// TestInOrderBlockReads: entries added in due order lie next to each other
+// in the active segment, where Expire reads them a block at a time
+// (readActive). Payloads of every size around the block (tiny, a few KiB
+// spanning two blocks, larger than a block), added while earlier ones are
+// handed out (the segment grows under a block already read), come out
+// whole and unmixed.
+func TestInOrderBlockReads(t *testing.T) {
+	w, _ := openT(t, t.TempDir(), Options{}, t0)
+	defer w.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	sizes := []int{1, 60, 200, 3000, 4090, 4100, 9000}
+	var want []Entry
+	var off int64
+	add := func(due int64) {
+		n := sizes[r.IntN(len(sizes))]
+		tag := payloadOf(0, off)
+		p := bytes.Repeat(tag, n/len(tag)+1)[:n]
+		e := Entry{Due: due, Offset: off, Payload: p}
+		off++
+		mustAdd(t, w, t0, e)
+		want = append(want, e)
+	}
+	for i := range 3000 {
+		add(t0 + 1 + int64(i))
+	}
+	mustFlush(t, w)
+	var got []Entry
+	for now := t0 + 1; now <= t0+7000; now += 7 {
+		got = append(got, expireAll(t, w, now)...)
+		if now < t0+3000 {
+			add(t0 + 3000 + off) // behind the entries handed out, still in order
+			mustFlush(t, w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d entries, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if cmpEntry(got[i], want[i]) != 0 || !bytes.Equal(got[i].Payload, want[i].Payload) {
+			t.Fatalf("entry %d (offset %d, %d bytes): payload or order differs (got %d bytes)", i, want[i].Offset, len(want[i].Payload), len(got[i].Payload))
+		}
+	}
+}
