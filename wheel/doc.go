@@ -26,8 +26,10 @@
 // merged back). Sealed segments are read through read-only memory maps, and
 // the pages read are dropped from the process's resident set every 64
 // ticks scanned (madvise MADV_DONTNEED on Linux; the page cache keeps them).
-// The active segment, whose entries lie scattered, is read with pread; the
-// records a scan read from it are kept for their hand-out (at most 1 MiB).
+// The active segment, whose entries lie scattered, is read with pread (a
+// 4 KiB block at a time where its records lie close together: entries
+// added in due order); the records a scan read from it are kept for their
+// hand-out (at most 1 MiB).
 //
 // # Compaction
 //
