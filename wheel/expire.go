@@ -532,31 +532,43 @@ func (w *Wheel) view(s *segment, pos uint32) []byte {
 // segment's size never change once written (it is append-only; only
 // recovery truncates, before any read), so the block stays valid while it
 // lies below s.size.
-func (w *Wheel) readActive(s *segment, p int64) []byte {
-	if r := w.blockAt(s, p); r != nil {
+func (w *Wheel) readActive(s *segment, p int64) []byte { return w.blocks.read(s, p) }
+
+// blockReader is readActive's state: what it read last, and where.
+type blockReader struct {
+	seg     *segment // the segment buf was read from, nil when none
+	off     int64    // buf's offset in seg
+	buf     []byte   // what was read last (the backing array is reused)
+	long    []byte   // the buffer for a record longer than what was read
+	miss    int64    // the record the last read was for
+	missSeg *segment // and its segment
+}
+
+// read is readActive.
+func (b *blockReader) read(s *segment, p int64) []byte {
+	if r := b.at(s, p); r != nil {
 		return r
 	}
-	near := w.rmissSeg == s && p > w.rmiss-activeBlock && p < w.rmiss+activeBlock
-	w.rmiss, w.rmissSeg = p, s
+	near := b.missSeg == s && p > b.miss-activeBlock && p < b.miss+activeBlock
+	b.miss, b.missSeg = p, s
 	start, n := p, min(s.size-p, activeRead)
 	if near { // entries close together: read the block around them
 		start = p &^ (activeBlock - 1)
 		n = min(s.size-start, activeBlock)
 	}
-	if cap(w.rbuf) < activeBlock {
-		w.rbuf = make([]byte, activeBlock)
+	if cap(b.buf) < activeBlock {
+		b.buf = make([]byte, activeBlock)
 	}
-	w.rblk, w.rblkSeg = nil, nil
-	b := w.rbuf[:n]
-	if _, err := s.f.ReadAt(b, start); err != nil {
+	b.seg, b.buf = nil, b.buf[:n]
+	if _, err := s.f.ReadAt(b.buf, start); err != nil {
 		return nil
 	}
-	w.rblk, w.rblkSeg, w.rblkOff = b, s, start
-	if r := w.blockAt(s, p); r != nil {
+	b.seg, b.off = s, start
+	if r := b.at(s, p); r != nil {
 		return r
 	}
 	// A record longer than what was read: read it whole.
-	r := b[p-start:]
+	r := b.buf[p-start:]
 	if len(r) < 8 {
 		return r
 	}
@@ -564,28 +576,31 @@ func (w *Wheel) readActive(s *segment, p int64) []byte {
 	if size > s.size-p {
 		return r // damaged: the caller's checks reject it
 	}
-	if int64(cap(w.rlong)) < size {
-		w.rlong = make([]byte, size)
+	if int64(cap(b.long)) < size {
+		b.long = make([]byte, size)
 	}
-	r = w.rlong[:size]
+	r = b.long[:size]
 	if _, err := s.f.ReadAt(r, p); err != nil {
 		return nil
 	}
 	return r
 }
 
-// blockAt returns the record at p of s from the block readActive keeps,
-// nil when the block does not hold the whole of it.
-func (w *Wheel) blockAt(s *segment, p int64) []byte {
-	if w.rblkSeg != s || p < w.rblkOff || p+8 > w.rblkOff+int64(len(w.rblk)) {
+// at returns the record at p of s from what was read last, nil when that
+// does not hold the whole of it.
+func (b *blockReader) at(s *segment, p int64) []byte {
+	if b.seg != s || p < b.off || p+8 > b.off+int64(len(b.buf)) {
 		return nil
 	}
-	r := w.rblk[p-w.rblkOff:]
+	r := b.buf[p-b.off:]
 	if size := int64(alignUp(int(le.Uint32(r[4:])))); size <= int64(len(r)) {
 		return r[:size]
 	}
 	return nil
 }
+
+// forget drops what was read (recovery cuts a segment).
+func (b *blockReader) forget() { b.seg = nil }
 
 // activeBlock is what readActive reads at once around records close
 // together: 4 KiB, aligned; activeRead what it reads of a record alone: a

@@ -562,7 +562,7 @@ func (r *recovery) applyMark(m mark) {
 // collecting the entries that can still be read there as lost.
 func (r *recovery) cut(s *segment, end int64, after []*segment) {
 	w := r.w
-	w.rblk, w.rblkSeg = nil, nil // readActive's block may hold what is cut
+	w.blocks.forget() // what readActive read may be cut
 	if s != nil {
 		r.suspect(s, end)
 		r.salvage(s, end+recordAlign)

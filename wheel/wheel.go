@@ -188,17 +188,11 @@ type Wheel struct {
 	flight     flightRing // handed out, maybe not done
 	lastK      key
 	lastOK     bool
-	slab       []byte   // what is left of the allocation payloads are cut from
-	rbuf       []byte   // readActive's block buffer
-	rblk       []byte   // the block of the active segment readActive holds (rbuf[:n])
-	rblkSeg    *segment // its segment, nil when none is held
-	rblkOff    int64    // its offset in rblkSeg
-	rlong      []byte   // readActive's buffer for a record longer than what it read
-	rmiss      int64    // where readActive last had to read
-	rmissSeg   *segment // in which segment
-	recs       []byte   // records of the active segment kept by the scan (cand.rec)
-	scans      int64    // ticks scanned since Open
-	removed    bool     // a pending bit was cleared since the last scan began
+	slab       []byte      // what is left of the allocation payloads are cut from
+	blocks     blockReader // readActive's reads of the active segment
+	recs       []byte      // records of the active segment kept by the scan (cand.rec)
+	scans      int64       // ticks scanned since Open
+	removed    bool        // a pending bit was cleared since the last scan began
 
 	lastNow      int64
 	lastSync     int64
