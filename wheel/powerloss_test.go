@@ -105,11 +105,23 @@ type plKey struct {
 // pending again unless its Done was acknowledged, no acknowledged Done may
 // come back, and every pending entry must be readable with its payload.
 // Removing any fsync the wheel relies on fails it.
+//
+// In the async run the wheel is SyncManual and a batch is acknowledged
+// when the Syncer of its SyncStart has returned; each Syncer runs on its
+// own goroutine while the next batch is added, handed out and flushed.
 func TestPowerLoss(t *testing.T) {
+	t.Run("batch", func(t *testing.T) { testPowerLoss(t, false) })
+	t.Run("async", func(t *testing.T) { testPowerLoss(t, true) })
+}
+
+func testPowerLoss(t *testing.T, async bool) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 18))
 	opt := Options{Horizon: 10 * time.Second, Tick: 10 * time.Millisecond, SegmentBytes: 16 << 10, Sync: SyncBatch}
+	if async {
+		opt.Sync = SyncManual
+	}
 	base := t.TempDir()
 	now := t0
 	added := map[plKey]bool{} // acknowledged entries: true pending, false done
@@ -124,6 +136,20 @@ func TestPowerLoss(t *testing.T) {
 		}
 		d := watchDisk(t, dir)
 		w, _ := openT(t, dir, opt, now)
+		var syncing chan error      // the outstanding Syncer's result
+		var unsynced map[plKey]bool // its batch, acknowledged when it returns
+		await := func() {
+			if syncing == nil {
+				return
+			}
+			if err := <-syncing; err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range unsynced {
+				added[k] = v
+			}
+			syncing, unsynced = nil, nil
+		}
 		batches := 5 + r.IntN(60)
 		for b := range batches {
 			now += r.Int64N(40)
@@ -158,11 +184,22 @@ func TestPowerLoss(t *testing.T) {
 			if b == batches-1 {
 				break // the last batch is never flushed: lost or not, it was not acknowledged
 			}
-			mustFlush(t, w)
-			for k, v := range ev {
-				added[k] = v
+			if !async {
+				mustFlush(t, w)
+				for k, v := range ev {
+					added[k] = v
+				}
+				continue
 			}
+			await()
+			s, err := w.SyncStart()
+			if err != nil {
+				t.Fatal(err)
+			}
+			syncing, unsynced = make(chan error, 1), ev
+			go func() { syncing <- s.Sync() }()
 		}
+		await() // the power loss comes after it returned
 		files, n := d.powerLoss(t, filepath.Join(base, fmt.Sprintf("life%d", life+1)))
 		crash(w)
 		t.Logf("life %d: %d batches, power loss leaves %d files, %d bytes", life, batches, files, n)

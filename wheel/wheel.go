@@ -206,6 +206,7 @@ type Wheel struct {
 
 	job            *compactJob // running or finished, not installed
 	retired        chan error  // the last retire's result, nil when none is pending
+	syncer         *Syncer     // the outstanding SyncStart, nil when none
 	compactQ       []uint32    // sealed segments to compact, by id
 	compacted      int         // compactions installed since Open
 	compactEntries int64
@@ -644,6 +645,9 @@ func (w *Wheel) writeBuffered() error {
 }
 
 func (w *Wheel) syncAll() error {
+	if err := w.awaitSyncer(); err != nil {
+		return err
+	}
 	for _, s := range w.segs {
 		if err := s.sync(); err != nil {
 			return err
@@ -680,12 +684,7 @@ func syncDir(dir string) error {
 // sealed segments it lists are whole.
 func (w *Wheel) reclaim() error {
 	w.sinceReclaim = 0
-	var free []*segment
-	for _, s := range w.segs[:len(w.segs)-1] {
-		if w.segFree(s) {
-			free = append(free, s)
-		}
-	}
+	free := w.freeSegments()
 	if j := w.job; j != nil && slices.Contains(free, j.seg) {
 		w.stopCompaction() // nothing left in it worth compacting
 	}
@@ -706,6 +705,18 @@ func (w *Wheel) reclaim() error {
 		return fmt.Errorf("wheel: reclaim: %w", err)
 	}
 	return nil
+}
+
+// freeSegments returns the sealed segments none of whose entries is
+// pending.
+func (w *Wheel) freeSegments() []*segment {
+	var free []*segment
+	for _, s := range w.segs[:len(w.segs)-1] {
+		if w.segFree(s) {
+			free = append(free, s)
+		}
+	}
+	return free
 }
 
 func (w *Wheel) segFree(s *segment) bool {
@@ -750,7 +761,7 @@ func (w *Wheel) Close() error {
 
 func (w *Wheel) closeFiles() error {
 	w.stopCompaction()
-	errs := []error{w.waitRetired()}
+	errs := []error{w.waitRetired(), w.awaitSyncer()}
 	for _, s := range w.segs {
 		errs = append(errs, s.close())
 	}
