@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/offsetmap"
+	"github.com/kdelay/kdelay/wheel"
 )
 
 // The commit of a partition is the lowest offset not yet done (DESIGN
@@ -107,15 +108,9 @@ type commitReq struct {
 func (r *Relay) commitOffsets() map[int32]commitReq { return r.commitOffsetsAll(false) }
 
 // commitOffsetsAll is commitOffsets; with all, it includes the partitions
-// whose commit would not change. With syncOnCommit it first fsyncs the
-// wheel, so that no commit (its done set) runs ahead of what the wheel has
-// on disk: one fsync per commit, at most one per commitEvery. r.mu is held.
+// whose commit would not change. The caller syncs the wheel first
+// (syncForCommit, or startCommit's Syncer). r.mu is held.
 func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
-	if r.syncOnCommit && r.wheel != nil {
-		if err := r.wheel.Sync(); err != nil {
-			r.wheelFailed("sync", err)
-		}
-	}
 	out := make(map[int32]commitReq)
 	for p, ps := range r.parts {
 		if ps.handled < 0 {
@@ -196,6 +191,80 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offset
 	return md + metaDone + enc, set
 }
 
+// syncForCommit, with syncOnCommit, fsyncs the wheel before a commit, so
+// that no commit (its done set) runs ahead of what the wheel has on disk:
+// one fsync per commit. The loop's commits fsync on the committer instead
+// (startCommit). r.mu is held.
+func (r *Relay) syncForCommit() {
+	if r.syncOnCommit && r.wheel != nil {
+		if err := r.wheel.Sync(); err != nil {
+			r.wheelFailed("sync", err)
+		}
+	}
+}
+
+// startCommit commits the loop's offsets on a goroutine of its own (the
+// committer), so that the loop goes on polling and deciding while the
+// wheel's fsync and the broker's round trip take their 5 to 30 ms. At most
+// one such commit is in flight (r.committing); the loop's next commit, a
+// revoke's and the shutdown's wait for it, so commits stay in order and
+// each partition's commit only moves forward. With syncOnCommit the wheel
+// is synced first, in two halves: the writes here (SyncStart, r.mu held,
+// in the same critical section that computed the offsets, so the done
+// sets describe exactly what is written), the fsync on the committer; the
+// commit goes out only once that fsync returned. A failed fsync skips the
+// commit (a later one covers it) and fails the wheel at its next sync.
+// r.mu is held.
+func (r *Relay) startCommit(ctx context.Context, reqs map[int32]commitReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	var syncer *wheel.Syncer
+	if r.syncOnCommit && r.wheel != nil {
+		s, err := r.wheel.SyncStart()
+		if err != nil {
+			r.wheelFailed("sync", err)
+			return // nothing is committed ahead of the wheel's disk
+		}
+		syncer = s
+	}
+	done := make(chan struct{})
+	r.committing = done
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			r.committing = nil
+			r.mu.Unlock()
+			close(done)
+		}()
+		if syncer != nil {
+			start := time.Now()
+			err := syncer.Sync()
+			r.m.commitSyncTime.Observe(time.Since(start).Seconds())
+			if err != nil {
+				r.log.Error("wheel fsync before the commit failed; commit skipped", "err", err)
+				return
+			}
+		}
+		r.commit(ctx, reqs)
+	}()
+}
+
+// awaitCommit waits for the committer's commit in flight, if any (bounded
+// by ctx). r.mu is not held.
+func (r *Relay) awaitCommit(ctx context.Context) {
+	r.mu.Lock()
+	c := r.committing
+	r.mu.Unlock()
+	if c == nil {
+		return
+	}
+	select {
+	case <-c:
+	case <-ctx.Done():
+	}
+}
+
 // committed records the commits that went through: all of reqs when only
 // is nil, else those in only. r.mu is held.
 func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
@@ -213,10 +282,11 @@ func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
 }
 
 // commit commits reqs synchronously, each with its metadata, without
-// holding r.mu. The loop calls it at most every commitEvery, and again
-// after a failed one even when no new record arrives (what did not go
-// through stays to commit). It returns the commit's error, if any (already
-// logged).
+// holding r.mu. The loop's commits (at most one per commitEvery, and again
+// after a failed one even when no new record arrives: what did not go
+// through stays to commit) call it on the committer (startCommit); a
+// revoke and the shutdown call it directly. It returns the commit's error,
+// if any (already logged).
 func (r *Relay) commit(ctx context.Context, reqs map[int32]commitReq) error {
 	if len(reqs) == 0 {
 		return nil

@@ -10,28 +10,29 @@ import (
 // [New]; franz-go's client series come from the kprom plugin with the
 // prefix kdelay_kafka_.
 type metrics struct {
-	consumed     *prometheus.CounterVec   // level
-	forwarded    *prometheus.CounterVec   // level, path (direct|wheel)
-	cascaded     *prometheus.CounterVec   // level
-	deadLettered *prometheus.CounterVec   // level, reason
-	mismatched   *prometheus.CounterVec   // level
-	wheelAdded   *prometheus.CounterVec   // level
-	retries      *prometheus.CounterVec   // reason
-	lateness     *prometheus.HistogramVec // level
-	commitTime   prometheus.Histogram
-	wheelPending prometheus.Gauge
-	paused       prometheus.Gauge
-	assigned     prometheus.Gauge
-	nextDue      *prometheus.GaugeVec // level
-	lag          *prometheus.GaugeVec // level
-	wheelNext    prometheus.Gauge
-	ready        prometheus.Gauge
-	retrying     prometheus.Gauge
-	stalled      *prometheus.GaugeVec // reason
-	wheelResets  prometheus.Counter
-	metaOverflow prometheus.Counter
-	txns         *prometheus.CounterVec // outcome
-	txnTime      prometheus.Histogram
+	consumed       *prometheus.CounterVec   // level
+	forwarded      *prometheus.CounterVec   // level, path (direct|wheel)
+	cascaded       *prometheus.CounterVec   // level
+	deadLettered   *prometheus.CounterVec   // level, reason
+	mismatched     *prometheus.CounterVec   // level
+	wheelAdded     *prometheus.CounterVec   // level
+	retries        *prometheus.CounterVec   // reason
+	lateness       *prometheus.HistogramVec // level
+	commitTime     prometheus.Histogram
+	commitSyncTime prometheus.Histogram
+	wheelPending   prometheus.Gauge
+	paused         prometheus.Gauge
+	assigned       prometheus.Gauge
+	nextDue        *prometheus.GaugeVec // level
+	lag            *prometheus.GaugeVec // level
+	wheelNext      prometheus.Gauge
+	ready          prometheus.Gauge
+	retrying       prometheus.Gauge
+	stalled        *prometheus.GaugeVec // reason
+	wheelResets    prometheus.Counter
+	metaOverflow   prometheus.Counter
+	txns           *prometheus.CounterVec // outcome
+	txnTime        prometheus.Histogram
 
 	// byLevel caches the per-record series of each level, so the hot
 	// path does not hash label values per record. Touched under the
@@ -96,6 +97,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kdelay_commit_latency_seconds", Help: "Duration of synchronous offset commits.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		commitSyncTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kdelay_commit_fsync_seconds", Help: "Duration of the wheel's fsync before each offset commit (at least once, KDELAY_WHEEL_SYNC=batch), on the committer goroutine.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
 		wheelPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_wheel_pending_entries", Help: "Records resting in the local timer wheel."}),
 		paused:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_paused_partitions", Help: "Delay-topic partitions paused until their head record's level time."}),
 		assigned:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_assigned_partitions", Help: "Delay-topic partitions owned by this relay."}),
@@ -123,7 +128,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
-		m.lateness, m.commitTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
+		m.lateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
 		m.retrying, m.stalled, m.wheelResets, m.metaOverflow, m.txns, m.txnTime,
 	} {
 		if err := reg.Register(c); err != nil {

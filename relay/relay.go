@@ -125,8 +125,11 @@ type Relay struct {
 	corrupt     int64 // the wheel's corrupt-record count already acted upon
 	// syncOnCommit (KDELAY_WHEEL_SYNC=batch, at least once): the wheel is
 	// opened with wheel.SyncManual and fsynced before each offset commit
-	// (commitOffsetsAll), not after each batch.
+	// (startCommit, syncForCommit), not after each batch.
 	syncOnCommit bool
+	// committing, when not nil, is closed when the committer's commit in
+	// flight is done (startCommit).
+	committing chan struct{}
 	// barrierMoved, when not nil, is closed when the cancel barrier moves:
 	// something due was held by it in this iteration (held), so the poll
 	// ends then.
@@ -320,7 +323,7 @@ func New(opts Options) (*Relay, error) {
 func (r *Relay) openWheel() error {
 	policy := syncPolicy(r.cfg.WheelSync)
 	if r.syncOnCommit = policy == wheel.SyncBatch && r.cfg.Delivery != ExactlyOnce; r.syncOnCommit {
-		policy = wheel.SyncManual // commitOffsetsAll fsyncs it
+		policy = wheel.SyncManual // fsynced before each commit (startCommit, syncForCommit)
 	}
 	w, rep, err := r.openW(filepath.Join(r.cfg.DataDir, "wheel"), wheel.Options{
 		Horizon: r.cfg.WheelHorizon,
@@ -435,6 +438,10 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			wake = r.confirmAt // nothing is decided until the membership is confirmed
 		}
 		moved := r.barrierMoved
+		var committed <-chan struct{}
+		if !r.commitDue.IsZero() {
+			committed = r.committing // a commit waits for the one in flight
+		}
 		r.mu.Unlock()
 		// Wake at least once a second so readiness and gauges stay fresh.
 		if idle := r.now().Add(time.Second); wake.IsZero() || wake.After(idle) {
@@ -444,10 +451,11 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			continue
 		}
 		pollCtx, cancel := context.WithDeadline(ctx, wake)
-		if prev := r.prev; prev != nil || moved != nil {
+		if prev := r.prev; prev != nil || moved != nil || committed != nil {
 			// The last batch's outcomes are still coming: wake when
 			// they are in, to settle and commit them. Records held by
-			// the cancel barrier: wake when it moves.
+			// the cancel barrier: wake when it moves. A commit due
+			// behind the one in flight: wake when that is done.
 			var landed <-chan struct{}
 			if prev != nil {
 				landed = prev.done
@@ -457,6 +465,8 @@ func (r *Relay) loop(ctx, work context.Context) error {
 				case <-landed:
 					cancel()
 				case <-moved:
+					cancel()
+				case <-committed:
 					cancel()
 				case <-pollCtx.Done():
 				}
@@ -544,17 +554,16 @@ func (r *Relay) loop(ctx, work context.Context) error {
 				r.prev = nil
 			}
 			r.finish(b, true)
-			var offsets map[int32]commitReq
-			if due := r.commitAt.Add(commitEvery); now.Before(due) {
-				r.commitDue = due // at most one commit per commitEvery
+			if due := r.commitAt.Add(commitEvery); now.Before(due) || r.committing != nil {
+				r.commitDue = due // at most one commit per commitEvery, one in flight
 			} else {
-				offsets, r.commitDue = r.commitOffsets(), time.Time{}
+				r.commitDue = time.Time{}
+				if offsets := r.commitOffsets(); len(offsets) > 0 {
+					r.commitAt = now
+					r.startCommit(work, offsets)
+				}
 			}
 			r.mu.Unlock()
-			if len(offsets) > 0 {
-				r.commitAt = now
-				r.commit(work, offsets)
-			}
 		}
 		r.mu.Lock()
 		r.updatePauses()
@@ -570,8 +579,10 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		return nil // every transaction ended with its iteration
 	}
 	r.drain(work)
+	r.awaitCommit(work)
 	r.mu.Lock()
 	r.finish(nil, true)
+	r.syncForCommit()
 	offsets := r.commitOffsets()
 	r.mu.Unlock()
 	r.commit(work, offsets)
@@ -644,8 +655,8 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 		}
 		earlier(ps.waitFor)
 	}
-	if !r.commitDue.IsZero() {
-		earlier(r.commitDue)
+	if !r.commitDue.IsZero() && r.committing == nil {
+		earlier(r.commitDue) // else the poll ends when the one in flight is done
 	}
 	if r.firstAsg && r.wheel != nil {
 		if ms, ok := r.wheel.NextExpiry(); ok {
@@ -1025,8 +1036,10 @@ wait:
 			break wait
 		}
 	}
+	r.awaitCommit(ctx)
 	r.mu.Lock()
 	r.finish(nil, true)
+	r.syncForCommit()
 	all := r.commitOffsets()
 	reqs := make(map[int32]commitReq, len(ps))
 	for _, p := range ps {

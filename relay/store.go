@@ -22,6 +22,7 @@ type Store interface {
 	Drop(partition int32) error
 	Flush() error
 	Sync() error
+	SyncStart() (*wheel.Syncer, error)
 	Close() error
 	// Corrupt counts the records found damaged since Open (bit rot);
 	// entries behind one are not handed out.
