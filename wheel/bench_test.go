@@ -24,7 +24,7 @@ import (
 // mapped segment pages, rss-anon-MB).
 //
 //	KDELAY_WHEEL_BENCH_PENDING=10000000 go test -run '^$' \
-//	  -bench 'BenchmarkWheel(Add|Expire)' -benchtime=2000000x ./wheel/
+//	  -bench 'BenchmarkWheel(Add|Expire)$' -benchtime=2000000x ./wheel/
 //	KDELAY_WHEEL_BENCH_PENDING=1000000 KDELAY_WHEEL_BENCH_PAYLOAD=1024 \
 //	  go test -run '^$' -bench 'BenchmarkWheelExpire/sync=none' \
 //	  -benchtime=200000x ./wheel/
@@ -212,9 +212,15 @@ func BenchmarkWheelExpireInOrder(b *testing.B) {
 	var ns, entries int64
 	for b.Loop() {
 		b.StopTimer()
-		dir := b.TempDir()
+		// A directory per round, removed at its end: b.TempDir would keep
+		// one 64 MiB segment per round until the benchmark ends.
+		dir, err := os.MkdirTemp("", "wheel-inorder-")
+		if err != nil {
+			b.Fatal(err)
+		}
 		w, _, err := Open(dir, Options{Sync: SyncNone}, t0)
 		if err != nil {
+			os.RemoveAll(dir)
 			b.Fatal(err)
 		}
 		for i := range n {
@@ -249,6 +255,7 @@ func BenchmarkWheelExpireInOrder(b *testing.B) {
 		entries += n
 		b.StopTimer()
 		w.Close()
+		os.RemoveAll(dir)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(ns)/float64(entries), "ns/entry")
