@@ -62,6 +62,31 @@ type compactJob struct {
 	touched byte // keeps the early loads
 }
 
+// groupedRuns bounds the mean number of runs a slot chain of a sealed
+// segment is in (runs: entries appended one after the other to the same
+// chain) for the segment to count as grouped and not be compacted: its
+// ticks already read as one or two runs of records each, as they would
+// from the compacted copy, and rewriting it would only cost a read and a
+// write of the whole segment. Entries added in due order (a preload, a
+// partition read ahead) or due together (a burst) make grouped segments;
+// random due times make runs of one entry. Chains shorter than
+// groupedChain entries on average (sparse random due times) are compacted
+// all the same: there the copy puts the entries of consecutive ticks next
+// to each other.
+const (
+	groupedRuns  = 2
+	groupedChain = 4
+)
+
+// grouped reports whether the entries of s, the segment being sealed, lie
+// in at most groupedRuns runs per slot chain on average, with chains of at
+// least groupedChain entries. A segment that holds entries this process
+// did not add (recovered) is not known to be grouped.
+func (s *segment) grouped() bool {
+	return s.chains > 0 && s.added == s.entries &&
+		s.runs <= groupedRuns*s.chains && s.added >= groupedChain*s.chains
+}
+
 // queueCompaction asks for segment id to be compacted.
 func (w *Wheel) queueCompaction(id uint32) {
 	if !w.opt.NoCompaction {

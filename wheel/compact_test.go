@@ -196,11 +196,15 @@ func TestCompactionRelocates(t *testing.T) {
 	w, _ := openT(t, dir, opt, t0)
 	defer w.Close()
 	var want []Entry
-	// a burst in one tick, spread over many segments
+	// a burst in one tick, spread over many segments, each entry next to
+	// one due at a random later time (else the segments are grouped and
+	// not compacted)
+	r := rand.New(rand.NewPCG(7, 8))
 	for i := range int64(600) {
 		e := Entry{Due: t0 + 1000 + i%50, Partition: 2, Offset: i, Payload: payloadOf(2, i)}
 		mustAdd(t, w, t0, e)
 		want = append(want, e)
+		mustAdd(t, w, t0, Entry{Due: t0 + 10_000 + r.Int64N(40_000), Partition: 5, Offset: i, Payload: payloadOf(5, i)})
 	}
 	mustFlush(t, w)
 	slices.SortFunc(want, cmpEntry)
@@ -279,9 +283,11 @@ func TestNoCompaction(t *testing.T) {
 		t.Fatalf("problems %v", rep.Problems)
 	}
 	before := compactedCount(w)
-	for i := range int64(500) { // roll more segments
-		mustAdd(t, w, t0, Entry{Due: t0 + 59_000, Partition: 7, Offset: i, Payload: payloadOf(7, i)})
-		want = append(want, Entry{Due: t0 + 59_000, Partition: 7, Offset: i, Payload: payloadOf(7, i)})
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range int64(500) { // roll more segments, with random due times (grouped ones are not compacted anyway)
+		e := Entry{Due: t0 + r.Int64N(60_000), Partition: 7, Offset: i, Payload: payloadOf(7, i)}
+		mustAdd(t, w, t0, e)
+		want = append(want, e)
 	}
 	mustFlush(t, w)
 	if err := settle(w); err != nil {
@@ -292,4 +298,44 @@ func TestNoCompaction(t *testing.T) {
 	}
 	slices.SortFunc(want, cmpEntry)
 	checkSame(t, expireAll(t, w, t0+60_000), want)
+}
+
+// TestGroupedNotCompacted: segments whose entries were added due together
+// (a burst) or in due order are not rewritten, and hand out the same
+// entries in order; segments of random due times are (fillCompacted).
+func TestGroupedNotCompacted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		due  func(i int64) int64
+	}{
+		{"burst", func(int64) int64 { return t0 + 30_000 }},
+		{"in-order", func(i int64) int64 { return t0 + 1000 + i*10 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := openT(t, t.TempDir(), Options{SegmentBytes: 8 << 10, Horizon: time.Minute}, t0)
+			defer w.Close()
+			var want []Entry
+			for i := range int64(2000) {
+				e := Entry{Due: tc.due(i), Partition: int32(i % 3), Offset: i / 3}
+				e.Payload = payloadOf(e.Partition, e.Offset)
+				mustAdd(t, w, t0, e)
+				want = append(want, e)
+				if i%100 == 99 {
+					mustFlush(t, w)
+				}
+			}
+			mustFlush(t, w)
+			if err := settle(w); err != nil {
+				t.Fatal(err)
+			}
+			if w.SegmentCount() < 5 {
+				t.Fatalf("%d segments, want several sealed", w.SegmentCount())
+			}
+			if c := compactedCount(w); c != 0 {
+				t.Fatalf("%d of %d segments compacted, want none", c, w.SegmentCount())
+			}
+			slices.SortFunc(want, cmpEntry)
+			checkSame(t, expireAll(t, w, t0+60_000), want)
+		})
+	}
 }

@@ -70,7 +70,14 @@ type segment struct {
 
 	minDue, maxDue int64 // of the entries in the segment
 	entries        int64
-	ranges         []partRange // sealed only; the active one's are in partState
+	// added counts the entries Add appended to this segment since it was
+	// created in this process (a recovered segment's earlier entries are
+	// not counted), chains the slot chains they started, runs the runs
+	// among them appended one after the other to the same chain;
+	// lastEntry is the position of the last one.
+	added, chains, runs int64
+	lastEntry           uint32
+	ranges              []partRange // sealed only; the active one's are in partState
 }
 
 func segPath(dir string, id uint32) string { return filepath.Join(dir, fmt.Sprintf("%08x.seg", id)) }

@@ -339,6 +339,14 @@ func (w *Wheel) Add(now int64, e Entry) error {
 		part: e.Partition, epoch: p.epoch, prev: prev, off: e.Offset, due: e.Due,
 	}, e.Payload)
 	w.heads[s] = pos
+	if prev == 0 {
+		a.chains++
+	}
+	if prev == 0 || prev != a.lastEntry {
+		a.runs++
+	}
+	a.added++
+	a.lastEntry = pos
 	a.noteEntry(e.Due)
 	w.pending++
 	p.high = max(p.high, e.Offset)
@@ -608,7 +616,9 @@ func (w *Wheel) roll(n int) error {
 	if err := writeIdx(w.dir, a, w.g, w.heads); err != nil {
 		return err
 	}
-	w.queueCompaction(a.id)
+	if !a.grouped() {
+		w.queueCompaction(a.id)
+	}
 	// Map exactly what is there. Not populated: filling the page tables of
 	// every sealed segment counted all of them in the relay's RSS (207 MB
 	// of 349 MB with 1M pending, docs/benchmarks.md); pages now come in as
