@@ -355,6 +355,7 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		r.DeadLettered = int(m["kdelay_records_dead_lettered_total"])
 		r.Cascaded = int(m["kdelay_records_cascaded_total"])
 		r.RelayHeapInuse = int64(m["go_memstats_heap_inuse_bytes"])
+		r.RelayCPUSeconds = m["process_cpu_seconds_total"]
 		r.TxnCommitted = int(m[`kdelay_transactions_total{outcome="committed"}`])
 		r.TxnAborted = int(m[`kdelay_transactions_total{outcome="aborted"}`])
 		if r.mode() == exactlyOnce && r.TxnCommitted == 0 {

@@ -96,6 +96,10 @@ type result struct {
 	// pages (the wheel's memory-mapped segments).
 	RelayPeakAnon int64 `json:"relay_peak_rss_anon_bytes,omitempty"`
 	RelayPeakFile int64 `json:"relay_peak_rss_file_bytes,omitempty"`
+	// RelayCPUSeconds is the relay's process_cpu_seconds_total at the end
+	// of the run (user and system, every thread, from its start: the read
+	// and the hand-over included). Steadier than rec/s on a shared machine.
+	RelayCPUSeconds float64 `json:"relay_cpu_seconds,omitempty"`
 	// RelayHeapInuse is the relay's go_memstats_heap_inuse_bytes at the end.
 	RelayHeapInuse int64 `json:"relay_heap_inuse_bytes_at_end,omitempty"`
 
@@ -442,6 +446,14 @@ func mb(b int64) string {
 	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
 }
 
+// cpuCell is the relay's CPU time per record of the run, in microseconds.
+func cpuCell(r *result) string {
+	if r.RelayCPUSeconds == 0 || r.Records == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r.RelayCPUSeconds*1e6/float64(r.Records))
+}
+
 func rssCell(r *result) string {
 	if r.RelayPeakRSS == 0 {
 		return "-"
@@ -460,8 +472,8 @@ func markdown(res *results) string {
 		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay peak RSS (anon + file) |\n")
-	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay CPU µs/record | relay peak RSS (anon + file) |\n")
+	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
 		ratio, ratioALO := "-", "-"
 		if r.RatioToBaseline > 0 {
@@ -489,8 +501,8 @@ func markdown(res *results) string {
 		if r.Err != "" {
 			name += " (FAILED)"
 		}
-		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s |\n",
-			name, r.Delivered, r.Records, rate, ratio, ratioALO, p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, rssCell(r))
+		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
+			name, r.Delivered, r.Records, rate, ratio, ratioALO, p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, cpuCell(r), rssCell(r))
 	}
 	if rows := repetitions(res); len(rows) > 0 {
 		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the baseline (or the at-least-once run) of its own round.\n\n")
@@ -530,7 +542,7 @@ func markdown(res *results) string {
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}
-	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit.\n")
+	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. Relay CPU: the relay process's CPU time (every thread, user and system) from its start to the end of the run, per record of the run.\n")
 	return sb.String()
 }
 
