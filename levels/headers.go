@@ -306,8 +306,23 @@ func ForwardHeadersFrom(hs []kgo.RecordHeader, due time.Time, topic string, part
 	return forwardHeaders(hs, buf[:n:n], buf[n:])
 }
 
+// AppendForwardHeaders is [ForwardHeadersFrom] built in the caller's
+// storage: the headers are appended to dst[:0] and the two new header
+// values to buf[:0], each growing as append does when too small. The
+// relay passes arrays of the struct it builds the forward in, so that a
+// forward allocates nothing of its own when they suffice.
+func AppendForwardHeaders(dst []kgo.RecordHeader, buf []byte, hs []kgo.RecordHeader, due time.Time, topic string, partition int32, offset int64) []kgo.RecordHeader {
+	buf = strconv.AppendInt(buf[:0], due.UnixMilli(), 10)
+	n := len(buf)
+	buf = appendSource(buf, topic, partition, offset)
+	return appendForwardHeaders(dst[:0], hs, buf[:n:n], buf[n:len(buf):len(buf)])
+}
+
 func forwardHeaders(hs []kgo.RecordHeader, dueAt, source []byte) []kgo.RecordHeader {
-	out := make([]kgo.RecordHeader, 0, len(hs)+3)
+	return appendForwardHeaders(make([]kgo.RecordHeader, 0, len(hs)+3), hs, dueAt, source)
+}
+
+func appendForwardHeaders(out, hs []kgo.RecordHeader, dueAt, source []byte) []kgo.RecordHeader {
 	id := -1
 	for i, h := range hs {
 		if !IsControl(h.Key) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/wheel"
 )
 
 func testPolicy(t *testing.T, env map[string]string) *policy {
@@ -192,6 +193,33 @@ func BenchmarkLevelRecord(b *testing.B) {
 		out, _ := r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, 0, int64(i))
 		if out.Topic != "orders" {
 			b.Fatal(out.Topic)
+		}
+	}
+}
+
+// BenchmarkWheelRecord is the relay's CPU per record on the wheel path when
+// the entry fires: decode the wheel payload (a record with a target and a
+// deliver-at header), parse its schedule and build the forward. Run:
+// go test -run '^$' -bench BenchmarkWheelRecord -benchmem ./relay/
+func BenchmarkWheelRecord(b *testing.B) {
+	cfg, err := config.Load(map[string]string{"KDELAY_LEVELS": "1s 2s 4s 8s", "KDELAY_TOPIC": "delays"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &Relay{cfg: cfg, pol: policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon},
+		parts: map[int32]*partState{0: {p: 0, level: 1}}}
+	ts := time.UnixMilli(1_000_000)
+	rec := &kgo.Record{
+		Topic: "delays", Key: []byte("key-000123"), Value: bytes.Repeat([]byte("v"), 100), Timestamp: ts,
+		Headers: []kgo.RecordHeader{{Key: levels.HeaderTarget, Value: []byte("orders")}, {Key: levels.HeaderDeliverAt, Value: []byte("1003500")}},
+	}
+	e := wheel.Entry{Due: 1_003_500, Partition: 0, Payload: encodePayload(nil, rec)}
+	b.ReportAllocs()
+	for i := range b.N {
+		e.Offset = int64(i)
+		it, ok := r.fromWheel(e)
+		if !ok || it.out == nil || it.out.Topic != "orders" {
+			b.Fatalf("fromWheel: %+v, %v", it, ok)
 		}
 	}
 }

@@ -258,7 +258,9 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 	if ps == nil {
 		return nil, true
 	}
-	rec, err := decodePayload(e.Payload)
+	f := new(wheelFire)
+	rec := &f.orig
+	err := decodePayloadInto(rec, f.hs[:0], e.Payload)
 	var s levels.Schedule
 	if err == nil {
 		rec.Topic, rec.Partition, rec.Offset = r.cfg.Topic, e.Partition, e.Offset
@@ -272,9 +274,23 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 		return nil, false
 	}
 	due := time.UnixMilli(e.Due)
-	it := &item{kind: kFire, part: e.Partition, offset: e.Offset, level: ps.level, orig: rec, due: due}
-	it.out, it.manual = r.forwardRecord(rec, s.Target, s.TargetPartition, due, e.Partition, e.Offset)
+	it := &f.it
+	it.kind, it.part, it.offset, it.level, it.orig, it.due = kFire, e.Partition, e.Offset, ps.level, rec, due
+	it.out, it.manual = &f.out, r.forwardInto(&f.out, f.fwd[:0], f.buf[:0], rec, s.Target, s.TargetPartition, due, e.Partition, e.Offset)
 	return it, true
+}
+
+// wheelFire is what firing a wheel entry builds, in one allocation: the
+// item, the decoded record and its forward, with room for their headers
+// and the forward's two new header values (more grow on their own). They
+// live as long as the item does.
+type wheelFire struct {
+	it   item
+	orig kgo.Record
+	out  kgo.Record
+	hs   [3]kgo.RecordHeader // the producer's: a target and a schedule, often an ID
+	fwd  [4]kgo.RecordHeader // the producer's own plus due-at, source and the ID
+	buf  [64]byte            // due-at and source values: 13 digits, topic/partition@offset
 }
 
 // resyncPartition forgets the partition's local state and seeks it back to
@@ -310,6 +326,23 @@ func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, d
 		return out, true
 	}
 	return out, false
+}
+
+// forwardInto is forwardRecord building *out (overwritten) with its
+// headers in hs's and buf's storage (levels.AppendForwardHeaders); it
+// reports whether the partition is chosen.
+func (r *Relay) forwardInto(out *kgo.Record, hs []kgo.RecordHeader, buf []byte, rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) bool {
+	*out = kgo.Record{
+		Topic:   target,
+		Key:     rec.Key,
+		Value:   rec.Value,
+		Headers: levels.AppendForwardHeaders(hs, buf, rec.Headers, due, r.cfg.Topic, p, off),
+	}
+	if partition >= 0 {
+		out.Partition = partition
+		return true
+	}
+	return false
 }
 
 func (r *Relay) cascadeRecord(rec *kgo.Record, due, now time.Time) *kgo.Record {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
 )
 
 // errPayload is returned for a wheel payload that does not decode; the
@@ -47,23 +49,33 @@ func appendBytes(dst, b []byte) []byte {
 // decodePayload is the inverse of encodePayload. The returned record's
 // slices alias p.
 func decodePayload(p []byte) (*kgo.Record, error) {
+	r := new(kgo.Record)
+	if err := decodePayloadInto(r, nil, p); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodePayloadInto is decodePayload into *r (overwritten), its headers
+// appended to hs[:0] (a new slice when they do not fit).
+func decodePayloadInto(r *kgo.Record, hs []kgo.RecordHeader, p []byte) error {
 	if len(p) < 1 {
-		return nil, errPayload
+		return errPayload
 	}
 	flags := p[0]
 	p = p[1:]
 	ts, n := binary.Varint(p)
 	if n <= 0 {
-		return nil, errPayload
+		return errPayload
 	}
 	p = p[n:]
-	r := &kgo.Record{Timestamp: time.UnixMilli(ts)}
+	*r = kgo.Record{Timestamp: time.UnixMilli(ts)}
 	var ok bool
 	if r.Key, p, ok = takeBytes(p); !ok {
-		return nil, errPayload
+		return errPayload
 	}
 	if r.Value, p, ok = takeBytes(p); !ok {
-		return nil, errPayload
+		return errPayload
 	}
 	if flags&1 == 0 {
 		r.Key = nil
@@ -73,26 +85,51 @@ func decodePayload(p []byte) (*kgo.Record, error) {
 	}
 	count, n := binary.Uvarint(p)
 	if n <= 0 || count > uint64(len(p)) {
-		return nil, errPayload
+		return errPayload
 	}
 	p = p[n:]
+	if count > uint64(cap(hs)) {
+		hs = make([]kgo.RecordHeader, 0, count)
+	}
 	if count > 0 {
-		r.Headers = make([]kgo.RecordHeader, 0, count)
+		r.Headers = hs[:0]
 	}
 	for range count {
 		var k, v []byte
 		if k, p, ok = takeBytes(p); !ok {
-			return nil, errPayload
+			return errPayload
 		}
 		if v, p, ok = takeBytes(p); !ok {
-			return nil, errPayload
+			return errPayload
 		}
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: string(k), Value: v})
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: headerKey(k), Value: v})
 	}
 	if len(p) != 0 {
-		return nil, errPayload
+		return errPayload
 	}
-	return r, nil
+	return nil
+}
+
+// headerKey returns k as a string, without allocating for kdelay's own
+// header keys (every wheel entry carries two or three of them).
+func headerKey(k []byte) string {
+	switch string(k) {
+	case levels.HeaderTarget:
+		return levels.HeaderTarget
+	case levels.HeaderDelay:
+		return levels.HeaderDelay
+	case levels.HeaderDeliverAt:
+		return levels.HeaderDeliverAt
+	case levels.HeaderLevel:
+		return levels.HeaderLevel
+	case levels.HeaderTargetPartition:
+		return levels.HeaderTargetPartition
+	case levels.HeaderID:
+		return levels.HeaderID
+	case levels.HeaderOriginalTimestamp:
+		return levels.HeaderOriginalTimestamp
+	}
+	return string(k)
 }
 
 func takeBytes(p []byte) (b, rest []byte, ok bool) {
