@@ -55,12 +55,13 @@ func (h *health) update(now time.Time, s status) {
 	if !s.due {
 		h.progressAt = now // idle is not stuck
 	}
-	h.reasons = map[string]bool{
-		stallRetrying:   s.retrying,
-		stallDeadLetter: s.deadRetrying,
-		stallNoWheel:    s.noWheel,
-		stallNoProgress: s.due && now.Sub(h.progressAt) >= h.stallAfter,
+	if h.reasons == nil {
+		h.reasons = make(map[string]bool, len(stallReasons))
 	}
+	h.reasons[stallRetrying] = s.retrying // set in place: once per iteration, no allocation
+	h.reasons[stallDeadLetter] = s.deadRetrying
+	h.reasons[stallNoWheel] = s.noWheel
+	h.reasons[stallNoProgress] = s.due && now.Sub(h.progressAt) >= h.stallAfter
 }
 
 func (h *health) has(why string) bool {

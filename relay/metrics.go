@@ -29,6 +29,7 @@ type metrics struct {
 	ready          prometheus.Gauge
 	retrying       prometheus.Gauge
 	stalled        *prometheus.GaugeVec // reason
+	stalledBy      []prometheus.Gauge   // stalled's series, in the order of stallReasons
 	wheelResets    prometheus.Counter
 	metaOverflow   prometheus.Counter
 	txns           *prometheus.CounterVec // outcome
@@ -40,10 +41,12 @@ type metrics struct {
 	byLevel map[int]*levelSeries
 }
 
-// levelSeries are the series a record of one level touches on its way.
+// levelSeries are the series a record of one level touches on its way,
+// and the level's gauges, set after every iteration of the loop.
 type levelSeries struct {
 	consumed, forwardedDirect, forwardedWheel prometheus.Counter
 	lateness                                  prometheus.Observer
+	nextDue, lag                              prometheus.Gauge
 }
 
 // level returns the cached series of level, creating them on first use.
@@ -57,6 +60,8 @@ func (m *metrics) level(level int) *levelSeries {
 		forwardedDirect: m.forwarded.WithLabelValues(l, "direct"),
 		forwardedWheel:  m.forwarded.WithLabelValues(l, "wheel"),
 		lateness:        m.lateness.WithLabelValues(l),
+		nextDue:         m.nextDue.WithLabelValues(l),
+		lag:             m.lag.WithLabelValues(l),
 	}
 	if m.byLevel == nil {
 		m.byLevel = make(map[int]*levelSeries)
@@ -134,6 +139,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	for _, why := range stallReasons {
+		m.stalledBy = append(m.stalledBy, m.stalled.WithLabelValues(why))
 	}
 	return m, nil
 }

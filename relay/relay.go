@@ -106,6 +106,10 @@ type Relay struct {
 	idleAfter time.Duration
 	busyAt    time.Time // last iteration that handled records; zero once idle was reported (loop only)
 	lastIter  time.Time // when the loop last decided a batch (loop only)
+	// gaugeNext and gaugeLag are updateGauges' per-level scratch (index:
+	// level), kept so that every iteration does not allocate them.
+	gaugeNext []time.Time
+	gaugeLag  []int64
 	commitAt  time.Time // at least once: when the loop last sent a commit (loop only)
 	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
@@ -776,12 +780,19 @@ const slowProduce = 5 * time.Second
 // queueCap bounds the records held per partition before it is paused.
 func (r *Relay) queueCap() int { return 2 * r.maxBatch }
 
+// updateGauges sets the relay's gauges and its health from what the loop
+// holds. The loop calls it after every iteration, under mu: it allocates
+// nothing and hashes no label values (the series are resolved once).
 func (r *Relay) updateGauges(now time.Time) {
 	paused, retrying, deadRetrying, due := 0, 0, 0, false
-	next := make(map[int]time.Time)
-	lag := make(map[int]int64)
+	nlev := r.pol.table.Levels()
+	next, lag := r.gaugeNext[:0], r.gaugeLag[:0]
+	for range nlev + 1 {
+		next, lag = append(next, time.Time{}), append(lag, 0)
+	}
+	r.gaugeNext, r.gaugeLag = next, lag
 	for _, ps := range r.parts {
-		if ps.hwm >= 0 {
+		if ps.hwm >= 0 && ps.level <= nlev {
 			lag[ps.level] += max(0, ps.hwm-max(ps.commit, 0))
 		}
 		if ps.paused {
@@ -804,8 +815,8 @@ func (r *Relay) updateGauges(now time.Time) {
 		if (len(ps.queue) > 0 && ps.waitFor.IsZero()) || len(ps.flight) > 0 {
 			due = true
 		}
-		if !ps.waitFor.IsZero() {
-			if t, ok := next[ps.level]; !ok || ps.waitFor.Before(t) {
+		if !ps.waitFor.IsZero() && ps.level <= nlev {
+			if t := next[ps.level]; t.IsZero() || ps.waitFor.Before(t) {
 				next[ps.level] = ps.waitFor
 			}
 		}
@@ -824,13 +835,14 @@ func (r *Relay) updateGauges(now time.Time) {
 	r.m.assigned.Set(float64(len(r.parts)))
 	r.m.wheelPending.Set(float64(pending))
 	r.m.retrying.Set(float64(retrying))
-	for level := 1; level <= r.pol.table.Levels(); level++ {
+	for level := 1; level <= nlev; level++ {
 		v := 0.0
-		if t, ok := next[level]; ok {
+		if t := next[level]; !t.IsZero() {
 			v = float64(t.UnixMilli()) / 1000
 		}
-		r.m.nextDue.WithLabelValues(levelLabel(level)).Set(v)
-		r.m.lag.WithLabelValues(levelLabel(level)).Set(float64(lag[level]))
+		ls := r.m.level(level)
+		ls.nextDue.Set(v)
+		ls.lag.Set(float64(lag[level]))
 	}
 	r.health.update(now, status{
 		due:          due || retrying > 0 || r.suspect,
@@ -838,8 +850,8 @@ func (r *Relay) updateGauges(now time.Time) {
 		deadRetrying: deadRetrying > 0,
 		noWheel:      r.wheel == nil,
 	})
-	for _, why := range stallReasons {
-		r.m.stalled.WithLabelValues(why).Set(boolFloat(r.health.has(why)))
+	for i, why := range stallReasons {
+		r.m.stalledBy[i].Set(boolFloat(r.health.has(why)))
 	}
 }
 
