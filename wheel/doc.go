@@ -25,7 +25,9 @@
 // (at most 32768 of them; a larger tick is sorted through a spill file and
 // merged back). Sealed segments are read through read-only memory maps, and
 // the pages read are dropped from the process's resident set every 64
-// ticks scanned (madvise MADV_DONTNEED on Linux; the page cache keeps them).
+// ticks scanned and every 32 MiB of segment read, so that a burst handed
+// out from one scan does not map the whole wheel (madvise MADV_DONTNEED on
+// Linux; the page cache keeps them).
 // The active segment, whose entries lie scattered, is read with pread (a
 // 4 KiB block at a time where its records lie close together: entries
 // added in due order); the records a scan read from it are kept for their

@@ -345,6 +345,9 @@ func (w *Wheel) scan(t int64) error {
 			}
 		}
 		cur = cur[:j]
+		if w.mappedRead >= releaseBytes {
+			w.releaseMapped() // a burst: its tick reads the segments whole
+		}
 		if len(w.stage) >= stageBatch {
 			if err := w.drainStage(); err != nil {
 				w.cursors = cur[:0]
@@ -369,8 +372,15 @@ func (w *Wheel) scan(t int64) error {
 	return nil
 }
 
-// releaseEvery is how many scans go by between two releaseMapped.
-const releaseEvery = 64
+// releaseEvery is how many scans go by between two releaseMapped;
+// releaseBytes how much may be read through the mappings in between (a
+// burst: one tick of a million 1 KiB entries read every segment whole
+// before its 64th scan came, and the process's RSS grew by the whole
+// wheel).
+const (
+	releaseEvery = 64
+	releaseBytes = 32 << 20
+)
 
 // releaseMapped drops the pages read since the last call from the
 // process's resident set. A scan reads a few pages of every segment;
@@ -388,6 +398,15 @@ func (w *Wheel) releaseMapped() {
 			release(s.data[lo:min(hi, int64(len(s.data)))])
 		}
 		s.readLo, s.readHi = math.MaxInt64, 0
+	}
+	w.mappedRead = 0
+}
+
+// noteRead counts grew, the growth of seg's range read, in mappedRead when
+// seg is read through its mapping.
+func (w *Wheel) noteRead(seg *segment, grew int64) {
+	if mappedWrites && seg != w.active {
+		w.mappedRead += grew
 	}
 }
 
@@ -449,7 +468,7 @@ type chainCursor struct {
 // step reads the chain record at pos and returns the next position, 0 at
 // the end of the chain.
 func (w *Wheel) step(seg *segment, pos uint32, start, end int64, next *span) (uint32, error) {
-	seg.read(pos)
+	w.noteRead(seg, seg.read(pos))
 	r := w.view(seg, pos)
 	kind, size, ok := parseRecord(r)
 	if !ok || kind != kindEntry {
@@ -663,7 +682,7 @@ func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	if seg == nil {
 		return false
 	}
-	seg.read(c.pos)
+	w.noteRead(seg, seg.read(c.pos))
 	var r []byte
 	if c.rec != 0 && seg == w.active {
 		r = w.recs[c.rec-1:]
@@ -678,7 +697,7 @@ func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	// fields read one by one: an entryHeader returned by value stalled on
 	// store forwarding
 	size := int(le.Uint32(r[4:]))
-	seg.readHi = max(seg.readHi, int64(c.pos)+int64(size))
+	w.noteRead(seg, seg.readRange(int64(c.pos), int64(c.pos)+int64(size)))
 	if int32(le.Uint32(r[12:])) != c.part || int64(le.Uint64(r[24:])) != c.off ||
 		int64(le.Uint64(r[32:])) != c.due || size > len(r) || size < entryHeaderSize {
 		w.corrupt++
@@ -692,6 +711,9 @@ func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	if n := size - entryHeaderSize; n > 0 {
 		payload = w.payloadBuf(n)
 		copy(payload, r[entryHeaderSize:size])
+	}
+	if w.mappedRead >= releaseBytes {
+		w.releaseMapped() // a burst: handed out from one scan
 	}
 	w.flight.push(inflight{due: c.due, off: c.off, part: c.part})
 	fn(Entry{Due: c.due, Partition: c.part, Offset: c.off, Payload: payload})

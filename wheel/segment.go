@@ -206,10 +206,19 @@ func (s *segment) compactedSize() uint32 {
 }
 
 // read notes that the record at pos is about to be read.
-func (s *segment) read(pos uint32) {
-	p := int64(pos)
-	s.readLo = min(s.readLo, p)
-	s.readHi = max(s.readHi, p+1)
+// read notes that the record at pos is being read, and returns by how many
+// bytes that grew the range read since the last releaseMapped.
+func (s *segment) read(pos uint32) int64 { return s.readRange(int64(pos), int64(pos)+1) }
+
+// readRange notes that bytes lo to hi are being read, and returns by how
+// many bytes that grew the range read since the last releaseMapped.
+func (s *segment) readRange(lo, hi int64) int64 {
+	oldLo, oldHi := s.readLo, s.readHi
+	s.readLo, s.readHi = min(s.readLo, lo), max(s.readHi, hi)
+	if oldHi <= oldLo {
+		return s.readHi - s.readLo
+	}
+	return oldLo - s.readLo + s.readHi - oldHi
 }
 
 func (s *segment) noteEntry(due int64) {

@@ -192,6 +192,7 @@ type Wheel struct {
 	blocks     blockReader // readActive's reads of the active segment
 	recs       []byte      // records of the active segment kept by the scan (cand.rec)
 	scans      int64       // ticks scanned since Open
+	mappedRead int64       // bytes handed out from the mappings since the last releaseMapped
 	removed    bool        // a pending bit was cleared since the last scan began
 
 	lastNow      int64
