@@ -233,8 +233,9 @@ func (r *Relay) addToWheel(now time.Time, ps *partState, rec *kgo.Record, due ti
 	if r.wheel == nil {
 		return false
 	}
+	r.payload = encodePayload(r.payload[:0], rec) // Add copies it: one buffer serves every record
 	err := r.wheel.Add(now.UnixMilli(), wheel.Entry{
-		Due: due.UnixMilli(), Partition: ps.p, Offset: rec.Offset, Payload: encodePayload(nil, rec),
+		Due: due.UnixMilli(), Partition: ps.p, Offset: rec.Offset, Payload: r.payload,
 	})
 	switch {
 	case err == nil:

@@ -110,6 +110,8 @@ type Relay struct {
 	// level), kept so that every iteration does not allocate them.
 	gaugeNext []time.Time
 	gaugeLag  []int64
+	// payload is addToWheel's buffer for the entry it encodes (r.mu held).
+	payload   []byte
 	commitAt  time.Time // at least once: when the loop last sent a commit (loop only)
 	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
