@@ -136,12 +136,20 @@ type Schedule struct {
 }
 
 func lastHeader(hs []kgo.RecordHeader, key string) (string, bool) {
+	v, ok := lastValue(hs, key)
+	return string(v), ok
+}
+
+// lastValue is lastHeader without the copy into a string: Parse converts
+// only the values it keeps (the target and the ID), so that reading a
+// schedule allocates nothing else.
+func lastValue(hs []kgo.RecordHeader, key string) ([]byte, bool) {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if hs[i].Key == key {
-			return string(hs[i].Value), true
+			return hs[i].Value, true
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 func headerErr(header, value string, err error) *ContractError {
@@ -170,34 +178,34 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 		}
 		s.ID = v
 	}
-	if v, ok := lastHeader(hs, HeaderTargetPartition); ok {
-		p, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if b, ok := lastValue(hs, HeaderTargetPartition); ok {
+		p, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
 		if err != nil || p < 0 {
-			return s, headerErr(HeaderTargetPartition, v, ErrBadPartition)
+			return s, headerErr(HeaderTargetPartition, string(b), ErrBadPartition)
 		}
 		s.TargetPartition = int32(p)
 	}
 
-	if v, ok := lastHeader(hs, HeaderDeliverAt); ok {
-		due, err := parseDeliverAt(v)
+	if b, ok := lastValue(hs, HeaderDeliverAt); ok {
+		due, err := parseDeliverAt(string(b))
 		if err != nil {
-			return s, headerErr(HeaderDeliverAt, v, ErrBadDeliverAt)
+			return s, headerErr(HeaderDeliverAt, string(b), ErrBadDeliverAt)
 		}
 		s.Due = ceilMilli(due)
 		s.Delay = s.Due.Sub(ts)
 		return s, nil
 	}
 	var delay time.Duration
-	if v, ok := lastHeader(hs, HeaderDelay); ok {
-		d, err := parseDelay(v)
+	if b, ok := lastValue(hs, HeaderDelay); ok {
+		d, err := parseDelay(string(b))
 		if err != nil {
-			return s, headerErr(HeaderDelay, v, err)
+			return s, headerErr(HeaderDelay, string(b), err)
 		}
 		delay = d
-	} else if v, ok := lastHeader(hs, HeaderLevel); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	} else if b, ok := lastValue(hs, HeaderLevel); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 		if err != nil || n < 1 || n > t.Levels() {
-			return s, headerErr(HeaderLevel, v, ErrLevelOutOfRange)
+			return s, headerErr(HeaderLevel, string(b), ErrLevelOutOfRange)
 		}
 		delay = t.Duration(n)
 	} else {

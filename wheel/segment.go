@@ -205,7 +205,6 @@ func (s *segment) compactedSize() uint32 {
 	return 0
 }
 
-// read notes that the record at pos is about to be read.
 // read notes that the record at pos is being read, and returns by how many
 // bytes that grew the range read since the last releaseMapped.
 func (s *segment) read(pos uint32) int64 { return s.readRange(int64(pos), int64(pos)+1) }
