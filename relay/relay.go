@@ -788,11 +788,12 @@ func (r *Relay) queueCap() int { return 2 * r.maxBatch }
 func (r *Relay) updateGauges(now time.Time) {
 	paused, retrying, deadRetrying, due := 0, 0, 0, false
 	nlev := r.pol.table.Levels()
-	next, lag := r.gaugeNext[:0], r.gaugeLag[:0]
-	for range nlev + 1 {
-		next, lag = append(next, time.Time{}), append(lag, 0)
+	if cap(r.gaugeNext) < nlev+1 {
+		r.gaugeNext, r.gaugeLag = make([]time.Time, nlev+1), make([]int64, nlev+1)
 	}
-	r.gaugeNext, r.gaugeLag = next, lag
+	next, lag := r.gaugeNext[:nlev+1], r.gaugeLag[:nlev+1]
+	clear(next)
+	clear(lag)
 	for _, ps := range r.parts {
 		if ps.hwm >= 0 && ps.level <= nlev {
 			lag[ps.level] += max(0, ps.hwm-max(ps.commit, 0))

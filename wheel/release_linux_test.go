@@ -1,34 +1,16 @@
 package wheel
 
-import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
-	"testing"
-)
+import "testing"
 
 // rssFileKB returns RssFile of /proc/self/status: the mapped file pages
 // the process's RSS counts (segments, and the test binary's own text).
 func rssFileKB(t *testing.T) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc/self/status: %v", err)
+	v, ok := procStatusKB()["RssFile"]
+	if !ok {
+		t.Skip("no RssFile in /proc/self/status")
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fs := strings.Fields(sc.Text()); len(fs) >= 2 && fs[0] == "RssFile:" {
-			kb, err := strconv.ParseInt(fs[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb
-		}
-	}
-	t.Skip("no RssFile in /proc/self/status")
-	return 0
+	return v
 }
 
 // TestBurstReleasesMappedPages: a burst (100 MB of entries due in the same

@@ -36,19 +36,31 @@ func pageFaults() int64 {
 // MB: VmRSS as rss-MB, RssFile (mapped file pages: segments and indexes)
 // as rss-file-MB, RssAnon (heap, stacks) as rss-anon-MB, with prefix.
 func reportRSS(b *testing.B, prefix string) {
+	kb := procStatusKB()
+	for field, metric := range map[string]string{"VmRSS": "rss-MB", "RssFile": "rss-file-MB", "RssAnon": "rss-anon-MB"} {
+		if v, ok := kb[field]; ok {
+			b.ReportMetric(float64(v)/1024, prefix+metric)
+		}
+	}
+}
+
+// procStatusKB returns the kB-valued fields of /proc/self/status (VmRSS,
+// RssFile, RssAnon, ...) by name, nil when it cannot be read.
+func procStatusKB() map[string]int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return
+		return nil
 	}
 	defer f.Close()
-	names := map[string]string{"VmRSS:": "rss-MB", "RssFile:": "rss-file-MB", "RssAnon:": "rss-anon-MB"}
+	kb := map[string]int64{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) >= 2 && names[fs[0]] != "" {
-			if kb, err := strconv.ParseFloat(fs[1], 64); err == nil {
-				b.ReportMetric(kb/1024, prefix+names[fs[0]])
+		if len(fs) == 3 && fs[2] == "kB" {
+			if v, err := strconv.ParseInt(fs[1], 10, 64); err == nil {
+				kb[strings.TrimSuffix(fs[0], ":")] = v
 			}
 		}
 	}
+	return kb
 }
