@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/offsetmap"
-	"github.com/kdelay/kdelay/wheel"
 )
 
 // The commit of a partition is the lowest offset not yet done (DESIGN
@@ -219,7 +218,7 @@ func (r *Relay) startCommit(ctx context.Context, reqs map[int32]commitReq) {
 	if len(reqs) == 0 {
 		return
 	}
-	var syncer *wheel.Syncer
+	var syncer Syncer
 	if r.syncOnCommit && r.wheel != nil {
 		s, err := r.wheel.SyncStart()
 		if err != nil {

@@ -2,16 +2,21 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/offsetmap"
+	"github.com/kdelay/kdelay/wheel"
 )
 
 // doneSetRun: one record waiting 3 s in the wheel (4 s delay, level 1) holds partition 0's
@@ -122,4 +127,82 @@ func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
 			t.Errorf("offset %d: done=%v in the committed set %+v, want %v", o, got.Done(o), got, want)
 		}
 	}
+}
+
+// syncOrder wraps the wheel and counts the Syncers its SyncStart handed
+// out and those whose Sync returned nil.
+type syncOrder struct {
+	Store
+	started, synced atomic.Int64
+}
+
+func (s *syncOrder) SyncStart() (Syncer, error) {
+	sy, err := s.Store.SyncStart()
+	if err != nil {
+		return nil, err
+	}
+	s.started.Add(1)
+	return &countedSyncer{Syncer: sy, s: s}, nil
+}
+
+type countedSyncer struct {
+	Syncer
+	s    *syncOrder
+	once sync.Once
+}
+
+func (c *countedSyncer) Sync() error {
+	err := c.Syncer.Sync()
+	if err == nil {
+		c.once.Do(func() { c.s.synced.Add(1) })
+	}
+	return err
+}
+
+// TestCommitAfterWheelSync (DESIGN §3, at least once with
+// KDELAY_WHEEL_SYNC=batch): an offset commit of the delay topic reaches the
+// broker only once the fsync of every wheel write before it has returned,
+// so no commit runs ahead of the wheel's disk (a power loss would lose the
+// records it passes). The broker checks, on each OffsetCommit of the
+// relay's group, that no Syncer the relay was handed is still unsynced.
+func TestCommitAfterWheelSync(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	st := &syncOrder{}
+	var commits, early atomic.Int64
+	var first atomic.Value // string: the first early commit
+	h.c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.c.KeepControl()
+		if req := req.(*kmsg.OffsetCommitRequest); req.Group == h.cfg.Group {
+			commits.Add(1)
+			if started, synced := st.started.Load(), st.synced.Load(); started > synced {
+				early.Add(1)
+				first.CompareAndSwap(nil, fmt.Sprintf("commit #%d with %d of %d wheel syncs returned", commits.Load(), synced, started))
+			}
+		}
+		return nil, nil, false
+	})
+	h.start(nil, func(o *Options) {
+		o.OpenWheel = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
+			w, rep, err := wheel.Open(dir, opt, now)
+			if err != nil {
+				return nil, rep, err
+			}
+			st.Store = WheelStore(w)
+			return st, rep, nil
+		}
+	})
+	keys := keysOf("cs", 120)
+	for i, k := range keys {
+		// 1.1 s .. 3.5 s: level 1 or 2, the rest in the wheel (horizon 4s)
+		h.send(k, levels.Delay{Target: "orders", Delay: time.Duration(1100+i*20) * time.Millisecond})
+	}
+	got := h.collectAll(60*time.Second, keys, "orders")
+	h.report(got, keys, 0)
+	if st.started.Load() == 0 || commits.Load() == 0 {
+		t.Fatalf("%d wheel syncs started, %d commits: the test saw nothing to check", st.started.Load(), commits.Load())
+	}
+	if n := early.Load(); n > 0 {
+		t.Errorf("%d of %d offset commits reached the broker before the wheel's fsync returned (first: %v)", n, commits.Load(), first.Load())
+	}
+	t.Logf("%d commits, %d wheel syncs started, %d returned", commits.Load(), st.started.Load(), st.synced.Load())
 }

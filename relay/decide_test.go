@@ -271,7 +271,7 @@ func BenchmarkAddToWheel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &Relay{cfg: cfg, pol: policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon}, m: m, wheel: w}
+	r := &Relay{cfg: cfg, pol: policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon}, m: m, wheel: WheelStore(w)}
 	ps := &partState{p: 0, level: 1}
 	rec := &kgo.Record{
 		Topic: "delays", Key: []byte("key-000123"), Value: bytes.Repeat([]byte("v"), 1024), Timestamp: now,

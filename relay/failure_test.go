@@ -224,7 +224,7 @@ func faultyWheels(first func(*faultyStore)) (func(*Options), *atomic.Int64) {
 			if err != nil {
 				return nil, rep, err
 			}
-			s := &faultyStore{Store: w, opened: &opened}
+			s := &faultyStore{Store: WheelStore(w), opened: &opened}
 			if opened.Add(1) == 1 {
 				first(s)
 			}

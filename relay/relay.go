@@ -74,8 +74,8 @@ type Options struct {
 	// of each commit's metadata; default DefaultMetadataLimit (Kafka's
 	// default).
 	MetadataLimit int
-	// OpenWheel opens the local timer store; default [wheel.Open]. Tests
-	// use it to make the store fail.
+	// OpenWheel opens the local timer store; default [wheel.Open] as a
+	// [WheelStore]. Tests use it to make the store fail.
 	OpenWheel func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
 	// OnIdle is called, from the relay's loop, when it goes idle after a
 	// busy spell: IdleAfter without a record to handle after an
@@ -241,7 +241,11 @@ func New(opts Options) (*Relay, error) {
 	}
 	if r.openW == nil {
 		r.openW = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
-			return wheel.Open(dir, opt, now)
+			w, rep, err := wheel.Open(dir, opt, now)
+			if err != nil {
+				return nil, rep, err
+			}
+			return WheelStore(w), rep, nil
 		}
 	}
 	r.health = health{stallAfter: cfg.StallTimeout, progressAt: r.now()}

@@ -22,11 +22,29 @@ type Store interface {
 	Drop(partition int32) error
 	Flush() error
 	Sync() error
-	SyncStart() (*wheel.Syncer, error)
+	SyncStart() (Syncer, error)
 	Close() error
 	// Corrupt counts the records found damaged since Open (bit rot);
 	// entries behind one are not handed out.
 	Corrupt() int64
 }
 
-var _ Store = (*wheel.Wheel)(nil)
+// Syncer is the fsync half of Store.SyncStart: once its Sync returns nil,
+// everything written before the SyncStart survives a power loss
+// ([wheel.Syncer]).
+type Syncer interface {
+	Sync() error
+}
+
+// WheelStore is w as a Store: the relay's default (Options.OpenWheel).
+func WheelStore(w *wheel.Wheel) Store { return wheelStore{w} }
+
+type wheelStore struct{ *wheel.Wheel }
+
+func (s wheelStore) SyncStart() (Syncer, error) {
+	sy, err := s.Wheel.SyncStart()
+	if err != nil {
+		return nil, err // not a nil *wheel.Syncer in a non-nil Syncer
+	}
+	return sy, nil
+}
