@@ -8,9 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/wheel"
 )
 
 func exactlyOnce(c *config.Config) { c.Delivery = ExactlyOnce }
@@ -49,4 +51,81 @@ func TestExactlyOnce(t *testing.T) {
 	got := h.collect(40*time.Second, allKeys(keys...), "orders")
 	h.report(got, keys, 0)
 	t.Logf("aborted transactions during the failing spell: %v", aborted)
+}
+
+// dropCounting wraps the wheel and counts the partitions dropped from it.
+type dropCounting struct {
+	Store
+	drops atomic.Int64
+}
+
+func (s *dropCounting) Drop(partition int32) error {
+	s.drops.Add(1)
+	return s.Store.Drop(partition)
+}
+
+// TestTxnCommitRefused: in exactly-once mode, the broker refuses some
+// transactions' offset commits with CONCURRENT_TRANSACTIONS (Kafka 4 does,
+// now and then, for a TxnOffsetCommit sent right after the previous
+// transaction ended), while records wait in the wheel and others fire from
+// it. Each such transaction aborts; the relay undoes it without dropping
+// the wheel (what the transaction fired goes back in, the rest is read
+// again from the commit), and a read_committed consumer sees every record
+// once, none early.
+func TestTxnCommitRefused(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	h.readCommitted = true
+	var commits, refused atomic.Int64
+	h.c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.c.KeepControl()
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		// Refuse every third commit, eight in all, once records flow.
+		if r.Group != h.cfg.Group || len(r.Topics) == 0 || commits.Add(1)%3 != 0 || refused.Load() >= 8 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.ConcurrentTransactions.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	st := &dropCounting{}
+	rr := h.start(exactlyOnce, func(o *Options) {
+		o.OpenWheel = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
+			w, rep, err := wheel.Open(dir, opt, now)
+			if err != nil {
+				return nil, rep, err
+			}
+			st.Store = WheelStore(w)
+			return st, rep, nil
+		}
+	})
+	rr.waitReady(t)
+	assigned := st.drops.Load() // the assignment drops what a fresh wheel does not hold
+	keys := keysOf("tr", 200)
+	for i, k := range keys {
+		// 0.1 s .. 3.4 s: most through the wheel (horizon 4s), fired
+		// while later ones are read into it
+		h.send(k, levels.Delay{Target: "orders", Delay: time.Duration(100+i*17) * time.Millisecond})
+	}
+	got := h.collect(60*time.Second, allKeys(keys...), "orders")
+	h.report(got, keys, 0)
+	if refused.Load() == 0 {
+		t.Fatal("no transaction commit was refused: the test checked nothing")
+	}
+	if aborted := testutil.ToFloat64(rr.r.m.txns.WithLabelValues("aborted")); aborted < float64(refused.Load()) {
+		t.Errorf("%v transactions aborted, want at least the %d refused", aborted, refused.Load())
+	}
+	if n := st.drops.Load() - assigned; n > 0 {
+		t.Errorf("the wheel dropped %d partitions after refused commits, want 0 (a refused commit must not empty the wheel)", n)
+	}
+	t.Logf("%d of %d transaction commits refused", refused.Load(), commits.Load())
 }

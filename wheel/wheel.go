@@ -377,6 +377,9 @@ func (w *Wheel) Done(partition int32, offset int64) error {
 		return nil
 	}
 	w.removed = true
+	if w.lastOK && w.lastK.part == partition && w.lastK.off == offset {
+		w.lastOK = false // added again, it is a new entry, not the one handed out twice
+	}
 	w.pending--
 	w.sinceReclaim++
 	p.dones = append(p.dones, offset)
@@ -398,6 +401,23 @@ func (w *Wheel) SetHandled(partition int32, offset int64) {
 		p.handledDirty = true
 		w.markDirty(p)
 	}
+}
+
+// RewindHandled lowers the watermark of partition to offset (SetHandled
+// raised it for records whose outcome was then undone: an exactly-once
+// transaction that did not commit). It is written by the next Flush; a
+// value not lower than the current one is ignored.
+func (w *Wheel) RewindHandled(partition int32, offset int64) {
+	if w.usable() != nil {
+		return
+	}
+	p := w.lookup(partition)
+	if p == nil || offset >= p.handled {
+		return
+	}
+	p.handled = max(offset, -1)
+	p.handledDirty = true
+	w.markDirty(p)
 }
 
 // Handled returns the watermark of partition as of the last Flush, -1 if

@@ -925,3 +925,51 @@ func TestInOrderBlockReads(t *testing.T) {
 		}
 	}
 }
+
+// TestAddAgainAfterDone: an entry handed out, marked done and added again
+// (the relay's undo of an exactly-once transaction that did not commit)
+// comes out again, also when it was the last one handed out.
+func TestAddAgainAfterDone(t *testing.T) {
+	w, _ := openT(t, t.TempDir(), Options{Sync: SyncNone}, t0)
+	e := Entry{Due: t0 + 100, Partition: 1, Offset: 7, Payload: []byte("x")}
+	mustAdd(t, w, t0, e)
+	for round := range 3 {
+		got := expireAll(t, w, t0+200)
+		if len(got) != 1 || got[0].Offset != 7 || string(got[0].Payload) != "x" {
+			t.Fatalf("round %d: handed out %+v, want the entry once", round, got)
+		}
+		if err := w.Done(1, 7); err != nil {
+			t.Fatal(err)
+		}
+		mustAdd(t, w, t0+200, e)
+		mustFlush(t, w)
+	}
+}
+
+// TestRewindHandled: RewindHandled lowers the watermark, the next Flush
+// writes it, and a reopen (clean or after a crash) reads it back; a value
+// not lower is ignored.
+func TestRewindHandled(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := openT(t, dir, Options{Sync: SyncNone}, t0)
+	w.SetHandled(1, 100)
+	mustFlush(t, w)
+	w.RewindHandled(1, 40)
+	w.RewindHandled(1, 70) // not lower: ignored
+	mustFlush(t, w)
+	if h := w.Handled(1); h != 40 {
+		t.Fatalf("Handled after RewindHandled(40) and a Flush = %d, want 40", h)
+	}
+	crash(w)
+	w, _ = openT(t, dir, Options{Sync: SyncNone}, t0)
+	if h := w.Handled(1); h != 40 {
+		t.Fatalf("Handled after a crash = %d, want 40", h)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w, _ = openT(t, dir, Options{Sync: SyncNone}, t0)
+	if h := w.Handled(1); h != 40 {
+		t.Fatalf("Handled after a clean reopen = %d, want 40", h)
+	}
+}
