@@ -16,7 +16,6 @@ import (
 
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/offsetmap"
-	"github.com/kdelay/kdelay/wheel"
 )
 
 // doneSetRun: one record waiting 3 s in the wheel (4 s delay, level 1) holds partition 0's
@@ -181,16 +180,7 @@ func TestCommitAfterWheelSync(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	h.start(nil, func(o *Options) {
-		o.OpenWheel = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
-			w, rep, err := wheel.Open(dir, opt, now)
-			if err != nil {
-				return nil, rep, err
-			}
-			st.Store = WheelStore(w)
-			return st, rep, nil
-		}
-	})
+	h.start(nil, wrappedWheel(func(w Store) Store { st.Store = w; return st }))
 	keys := keysOf("cs", 120)
 	for i, k := range keys {
 		// 1.1 s .. 3.5 s: level 1 or 2, the rest in the wheel (horizon 4s)

@@ -214,23 +214,31 @@ func (s *faultyStore) Expire(now int64, max int, fn func(wheel.Entry)) (int, err
 
 func (s *faultyStore) Corrupt() int64 { return s.Store.Corrupt() + s.corrupt.Load() }
 
-// faultyWheels opens real wheels wrapped in faultyStore; first is the
-// first one opened, later ones are healthy.
-func faultyWheels(first func(*faultyStore)) (func(*Options), *atomic.Int64) {
-	var opened atomic.Int64
+// wrappedWheel opens real wheels, each handed to wrap, which returns the
+// Store the relay uses (a test's wrapper around it).
+func wrappedWheel(wrap func(Store) Store) func(*Options) {
 	return func(o *Options) {
 		o.OpenWheel = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
 			w, rep, err := wheel.Open(dir, opt, now)
 			if err != nil {
 				return nil, rep, err
 			}
-			s := &faultyStore{Store: WheelStore(w), opened: &opened}
-			if opened.Add(1) == 1 {
-				first(s)
-			}
-			return s, rep, nil
+			return wrap(WheelStore(w)), rep, nil
 		}
-	}, &opened
+	}
+}
+
+// faultyWheels opens real wheels wrapped in faultyStore; first is the
+// first one opened, later ones are healthy.
+func faultyWheels(first func(*faultyStore)) (func(*Options), *atomic.Int64) {
+	var opened atomic.Int64
+	return wrappedWheel(func(w Store) Store {
+		s := &faultyStore{Store: w, opened: &opened}
+		if opened.Add(1) == 1 {
+			first(s)
+		}
+		return s
+	}), &opened
 }
 
 // TestWheelFull (issue 11.3, injected): the wheel's disk fills up while

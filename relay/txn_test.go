@@ -12,7 +12,6 @@ import (
 
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/levels"
-	"github.com/kdelay/kdelay/wheel"
 )
 
 func exactlyOnce(c *config.Config) { c.Delivery = ExactlyOnce }
@@ -98,16 +97,7 @@ func TestTxnCommitRefused(t *testing.T) {
 		return resp, nil, true
 	})
 	st := &dropCounting{}
-	rr := h.start(exactlyOnce, func(o *Options) {
-		o.OpenWheel = func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error) {
-			w, rep, err := wheel.Open(dir, opt, now)
-			if err != nil {
-				return nil, rep, err
-			}
-			st.Store = WheelStore(w)
-			return st, rep, nil
-		}
-	})
+	rr := h.start(exactlyOnce, wrappedWheel(func(w Store) Store { st.Store = w; return st }))
 	rr.waitReady(t)
 	assigned := st.drops.Load() // the assignment drops what a fresh wheel does not hold
 	keys := keysOf("tr", 200)
