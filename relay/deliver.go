@@ -315,56 +315,6 @@ func (r *Relay) resyncPartition(ps *partState) {
 	}
 }
 
-// rewindPartition undoes, for partition ps, what a transaction that did
-// not commit did (exactly-once), keeping the wheel: resyncPartition would
-// drop every entry the wheel holds for it, and the partition would be read
-// again from its commit, up to an hour of records, for a commit refused
-// once (Kafka 4 refuses a TxnOffsetCommit sent right after the previous
-// transaction's end with CONCURRENT_TRANSACTIONS now and then). The
-// partition is read again from its commit, as after a resync; what the
-// wheel still holds, what it fires or a retry settles before the partition
-// is read that far again (catchingUp), and what the committed done set
-// names are skipped there. What the transaction took out of the wheel
-// (fired, dead-lettered, cancelled: aborted) lies above the commit and is
-// read again. Wheel entries set aside for a retry stay set aside (the
-// wheel does not hand out again what it handed out), and the wheel's
-// watermark goes back to the commit. r.mu is held.
-func (r *Relay) rewindPartition(ps *partState) {
-	if r.wheel == nil {
-		r.resyncPartition(ps)
-		return
-	}
-	var keep []*item
-	for _, it := range ps.retries {
-		if !it.fromQueue {
-			keep = append(keep, it)
-		}
-	}
-	read := ps.next - 1 // the highest offset read so far
-	ps.clearQueue()
-	ps.retries, ps.flight = keep, nil
-	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
-	r.resync[ps.p] = max(ps.commit, 0)
-	if ps.doneSet.Base == ps.commit {
-		ps.known = ps.doneSet
-	}
-	r.wheel.RewindHandled(ps.p, ps.handled)
-	// What the wheel fires, or a retry settles, before the partition is
-	// read that far again must be skipped then, as after an assignment.
-	ps.catchUp, ps.fired = -1, nil
-	if hi, ok := r.wheel.Highest(ps.p); ok {
-		read = max(read, hi)
-	}
-	if read >= ps.next {
-		ps.catchUp, ps.fired = read, make(map[int64]struct{})
-		for _, it := range keep {
-			if it.offset >= ps.next {
-				ps.fired[it.offset] = struct{}{}
-			}
-		}
-	}
-}
-
 func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) (*kgo.Record, bool) {
 	out := &kgo.Record{
 		Topic:   target,

@@ -12,7 +12,6 @@ type Store interface {
 	NextExpiry() (int64, bool)
 	Done(partition int32, offset int64) error
 	SetHandled(partition int32, offset int64)
-	RewindHandled(partition int32, offset int64)
 	Handled(partition int32) int64
 	LowestPending(partition int32) (int64, bool)
 	Holds(partition int32, offset int64) bool

@@ -178,7 +178,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	}
 	for p := range touched {
 		if ps := r.parts[p]; ps != nil {
-			r.rewindPartition(ps)
+			r.resyncPartition(ps)
 		}
 	}
 	if r.wheel != nil {

@@ -403,23 +403,6 @@ func (w *Wheel) SetHandled(partition int32, offset int64) {
 	}
 }
 
-// RewindHandled lowers the watermark of partition to offset (SetHandled
-// raised it for records whose outcome was then undone: an exactly-once
-// transaction that did not commit). It is written by the next Flush; a
-// value not lower than the current one is ignored.
-func (w *Wheel) RewindHandled(partition int32, offset int64) {
-	if w.usable() != nil {
-		return
-	}
-	p := w.lookup(partition)
-	if p == nil || offset >= p.handled {
-		return
-	}
-	p.handled = max(offset, -1)
-	p.handledDirty = true
-	w.markDirty(p)
-}
-
 // Handled returns the watermark of partition as of the last Flush, -1 if
 // unknown. Open lowers it below any offset lost from a torn tail.
 func (w *Wheel) Handled(partition int32) int64 {

@@ -945,31 +945,3 @@ func TestAddAgainAfterDone(t *testing.T) {
 		mustFlush(t, w)
 	}
 }
-
-// TestRewindHandled: RewindHandled lowers the watermark, the next Flush
-// writes it, and a reopen (clean or after a crash) reads it back; a value
-// not lower is ignored.
-func TestRewindHandled(t *testing.T) {
-	dir := t.TempDir()
-	w, _ := openT(t, dir, Options{Sync: SyncNone}, t0)
-	w.SetHandled(1, 100)
-	mustFlush(t, w)
-	w.RewindHandled(1, 40)
-	w.RewindHandled(1, 70) // not lower: ignored
-	mustFlush(t, w)
-	if h := w.Handled(1); h != 40 {
-		t.Fatalf("Handled after RewindHandled(40) and a Flush = %d, want 40", h)
-	}
-	crash(w)
-	w, _ = openT(t, dir, Options{Sync: SyncNone}, t0)
-	if h := w.Handled(1); h != 40 {
-		t.Fatalf("Handled after a crash = %d, want 40", h)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	w, _ = openT(t, dir, Options{Sync: SyncNone}, t0)
-	if h := w.Handled(1); h != 40 {
-		t.Fatalf("Handled after a clean reopen = %d, want 40", h)
-	}
-}
