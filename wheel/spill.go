@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -68,8 +69,12 @@ func (q *tickQueue) finish() error {
 }
 
 // sort orders c by due time, partition and offset. The due times of one
-// tick take at most tickMs values: a counting sort on them, then a sort of
-// each run of equal due times, which is short unless there is a burst.
+// tick take at most tickMs values and the partitions are mostly few and
+// small: when every partition is below sortParts, a counting sort by
+// partition, then a stable one by due time, leaves only entries of one
+// partition due in the same millisecond to put in offset order (rare
+// unless there is a burst). Otherwise a counting sort by due time is
+// followed by a sort of each run of equal due times.
 func (q *tickQueue) sort(c []cand) {
 	width := int(q.width)
 	if len(c) < 64 || width > 1<<16 {
@@ -80,39 +85,98 @@ func (q *tickQueue) sort(c []cand) {
 	if cap(q.count) < width+1 {
 		q.count = make([]int32, width+1)
 	}
-	count := q.count[:width+1]
-	clear(count)
-	for i := range c {
-		count[c[i].due-start+1]++
-	}
-	for i := 1; i <= width; i++ {
-		count[i] += count[i-1]
-	}
 	if cap(q.tmp) < len(c) {
 		q.tmp = make([]cand, len(c))
 	}
 	tmp := q.tmp[:len(c)]
-	for i := range c {
-		b := c[i].due - start
-		tmp[count[b]] = c[i]
-		count[b]++
+	if byPartition(c, tmp) {
+		q.byDue(tmp, c, start)
+		offsetTies(c)
+		return
+	}
+	q.byDue(c, tmp, start)
+	count := q.count[:width+1] // count[b]: where the entries due start+b end
+	lo := 0
+	for b := range width {
+		hi := int(count[b])
+		if run := tmp[lo:hi]; len(run) > 12 {
+			slices.SortFunc(run, cmpCand)
+		} else {
+			for a := 1; a < len(run); a++ {
+				for k := a; k > 0 && cmpCand(run[k], run[k-1]) < 0; k-- {
+					run[k], run[k-1] = run[k-1], run[k]
+				}
+			}
+		}
+		lo = hi
 	}
 	copy(c, tmp)
+}
+
+// sortParts bounds the partitions sort orders by counting.
+const sortParts = 64
+
+// byPartition copies src to dst ordered by partition, keeping the order of
+// entries of one partition; false, dst unchanged, if a partition is not in
+// [0, sortParts).
+func byPartition(src, dst []cand) bool {
+	var count [sortParts + 1]int32
+	for i := range src {
+		p := uint32(src[i].part)
+		if p >= sortParts {
+			return false
+		}
+		count[p+1]++
+	}
+	for i := 1; i <= sortParts; i++ {
+		count[i] += count[i-1]
+	}
+	for i := range src {
+		p := src[i].part
+		dst[count[p]] = src[i]
+		count[p]++
+	}
+	return true
+}
+
+// byDue copies src, entries due in tick q.tick (starting at start), to dst
+// ordered by due time, keeping the order of entries due at the same time.
+// It leaves in q.count[b] where the entries due at start+b end in dst.
+func (q *tickQueue) byDue(src, dst []cand, start int64) {
+	count := q.count[:q.width+1]
+	clear(count)
+	for i := range src {
+		count[src[i].due-start+1]++
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	for i := range src {
+		b := src[i].due - start
+		dst[count[b]] = src[i]
+		count[b]++
+	}
+}
+
+// offsetTies puts entries ordered by due time and partition in offset order
+// where both are equal: short runs by insertion, long ones (a burst, whose
+// chains hand them in reverse) by a comparison sort.
+func offsetTies(c []cand) {
 	for i := 0; i < len(c); {
 		j := i + 1
-		for j < len(c) && c[j].due == c[i].due {
+		for j < len(c) && c[j].due == c[i].due && c[j].part == c[i].part {
 			j++
 		}
-		if j-i > 1 {
-			run := c[i:j]
-			if j-i <= 12 {
-				for a := 1; a < len(run); a++ {
-					for b := a; b > 0 && cmpCand(run[b], run[b-1]) < 0; b-- {
-						run[b], run[b-1] = run[b-1], run[b]
-					}
+		if run := c[i:j]; len(run) > 12 {
+			slices.SortFunc(run, func(a, b cand) int { return cmp.Compare(a.off, b.off) })
+		} else {
+			for a := 1; a < len(run); a++ {
+				x := run[a]
+				b := a
+				for ; b > 0 && run[b-1].off > x.off; b-- {
+					run[b] = run[b-1]
 				}
-			} else {
-				slices.SortFunc(run, cmpCand)
+				run[b] = x
 			}
 		}
 		i = j
