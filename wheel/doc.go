@@ -24,7 +24,7 @@
 // and its highest, and the scanned entries of the one tick being handed out
 // (at most 32768 of them; a larger tick is sorted through a spill file and
 // merged back). Sealed segments are read through read-only memory maps, and
-// the pages read are dropped from the process's resident set every 64
+// the pages read are dropped from the process's resident set every 256
 // ticks scanned and every 32 MiB of segment read, so that a burst handed
 // out from one scan does not map the whole wheel (madvise MADV_DONTNEED on
 // Linux; the page cache keeps them).
