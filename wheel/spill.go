@@ -159,15 +159,23 @@ func (q *tickQueue) byDue(src, dst []cand, start int64) {
 }
 
 // offsetTies puts entries ordered by due time and partition in offset order
-// where both are equal: short runs by insertion, long ones (a burst, whose
-// chains hand them in reverse) by a comparison sort.
+// where both are equal. It looks for two neighbours of one due time and
+// partition out of order (rare: the test of the common case is one
+// predictable branch), then sorts their run: by insertion when short, by
+// comparison when long (a burst, whose chains hand offsets in reverse).
 func offsetTies(c []cand) {
-	for i := 0; i < len(c); {
-		j := i + 1
-		for j < len(c) && c[j].due == c[i].due && c[j].part == c[i].part {
-			j++
+	for i := 1; i < len(c); i++ {
+		if (c[i].due^c[i-1].due)|int64(c[i].part^c[i-1].part) != 0 || c[i].off >= c[i-1].off {
+			continue
 		}
-		if run := c[i:j]; len(run) > 12 {
+		lo, hi := i-1, i+1
+		for lo > 0 && c[lo-1].due == c[i].due && c[lo-1].part == c[i].part {
+			lo--
+		}
+		for hi < len(c) && c[hi].due == c[i].due && c[hi].part == c[i].part {
+			hi++
+		}
+		if run := c[lo:hi]; len(run) > 12 {
 			slices.SortFunc(run, func(a, b cand) int { return cmp.Compare(a.off, b.off) })
 		} else {
 			for a := 1; a < len(run); a++ {
@@ -179,7 +187,7 @@ func offsetTies(c []cand) {
 				run[b] = x
 			}
 		}
-		i = j
+		i = hi - 1
 	}
 }
 
