@@ -447,10 +447,21 @@ func (w *Wheel) drainStage() error {
 	}
 	w.touched += byte(touch)
 	var err error
-	for i, wp := range words {
-		if wp != nil && *wp&(1<<(st[i].c.off&63)) != 0 {
-			if err = w.q.add(st[i].c); err != nil {
-				break
+	if q := &w.q; len(q.mem)+len(st) <= scanBatch {
+		// room for all: appended without add's check for a spill
+		mem := q.mem
+		for i, wp := range words {
+			if wp != nil && *wp&(1<<(st[i].c.off&63)) != 0 {
+				mem = append(mem, st[i].c)
+			}
+		}
+		q.mem = mem
+	} else {
+		for i, wp := range words {
+			if wp != nil && *wp&(1<<(st[i].c.off&63)) != 0 {
+				if err = q.add(st[i].c); err != nil {
+					break
+				}
 			}
 		}
 	}
