@@ -173,6 +173,21 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	nowTick := w.tickOf(now)
 	n := 0
 	for n < max {
+		if q := &w.q; len(w.late) == 0 && !q.spilled && q.head < len(q.mem) {
+			// the usual case, first and pop inlined: the next scanned entry
+			c := &q.mem[q.head]
+			if c.due > now {
+				break
+			}
+			q.head++
+			if k := c.key(); !w.lastOK || k != w.lastK {
+				if w.deliver(*c, w.removed, fn) {
+					w.lastK, w.lastOK = k, true
+					n++
+				}
+			}
+			continue
+		}
 		cp, fromLate := w.first()
 		if cp != nil && cp.due <= now {
 			c := *cp // a cand returned by value stalled on store forwarding
@@ -694,7 +709,6 @@ func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	if seg == nil {
 		return false
 	}
-	w.noteRead(seg, seg.read(c.pos))
 	var r []byte
 	if c.rec != 0 && seg == w.active {
 		r = w.recs[c.rec-1:]
