@@ -377,6 +377,9 @@ func (w *Wheel) Done(partition int32, offset int64) error {
 		return nil
 	}
 	w.removed = true
+	if f := &w.flight; f.head < len(f.items) && f.items[f.head].part == partition && f.items[f.head].off == offset {
+		f.head++ // done in hand-out order, the usual case: compact need not look it up
+	}
 	if w.lastOK && w.lastK.part == partition && w.lastK.off == offset {
 		w.lastOK = false // added again, it is a new entry, not the one handed out twice
 	}
