@@ -62,29 +62,45 @@ type compactJob struct {
 	touched byte // keeps the early loads
 }
 
-// groupedRuns bounds the mean number of runs a slot chain of a sealed
-// segment is in (runs: entries appended one after the other to the same
-// chain) for the segment to count as grouped and not be compacted: its
-// ticks already read as one or two runs of records each, as they would
-// from the compacted copy, and rewriting it would only cost a read and a
-// write of the whole segment. Entries added in due order (a preload, a
-// partition read ahead) or due together (a burst) make grouped segments;
-// random due times make runs of one entry. Chains shorter than
-// groupedChain entries on average (sparse random due times) are compacted
-// all the same: there the copy puts the entries of consecutive ticks next
-// to each other.
+// A sealed segment counts as grouped, and is not compacted, when its ticks
+// already read as a few runs of records each, as they would from the
+// compacted copy: rewriting it would only cost a read and a write of the
+// whole segment (and map all of it into the process while it runs). Two
+// shapes are grouped:
+//
+//   - slot chains in at most groupedRuns runs on average (runs: entries
+//     appended one after the other to the same chain), with at least
+//     groupedChain entries each: entries due together (a burst) or dense
+//     in due order;
+//   - entries added in due order in stretches of groupedAscending or more
+//     on average (a descent: an entry due at an earlier tick than the one
+//     added before it): the partitions of a preload or of a read ahead,
+//     each in due order, read in turn a fetched batch at a time. Their
+//     ticks lie in one run per stretch that covers them, and consecutive
+//     ticks lie next to each other, which is what compaction would make of
+//     them; sparse due times there (chains shorter than groupedChain) were
+//     compacted before for nothing (the bench's recovery pre-load: four
+//     partitions in turn, a whole 64 MiB segment read for each compaction).
+//
+// Random due times make runs of one entry and stretches of two: those
+// segments are compacted, and there the copy puts the entries of
+// consecutive ticks next to each other.
 const (
-	groupedRuns  = 2
-	groupedChain = 4
+	groupedRuns      = 2
+	groupedChain     = 4
+	groupedAscending = 16
 )
 
-// grouped reports whether the entries of s, the segment being sealed, lie
-// in at most groupedRuns runs per slot chain on average, with chains of at
-// least groupedChain entries. A segment that holds entries this process
-// did not add (recovered) is not known to be grouped.
+// grouped reports whether s, the segment being sealed, is grouped (see
+// groupedRuns). A segment that holds entries this process did not add
+// (recovered) is not known to be grouped.
 func (s *segment) grouped() bool {
-	return s.chains > 0 && s.added == s.entries &&
-		s.runs <= groupedRuns*s.chains && s.added >= groupedChain*s.chains
+	if s.chains == 0 || s.added != s.entries {
+		return false
+	}
+	dense := s.runs <= groupedRuns*s.chains && s.added >= groupedChain*s.chains
+	ordered := s.added >= groupedAscending*(s.descents+1)
+	return dense || ordered
 }
 
 // queueCompaction asks for segment id to be compacted.

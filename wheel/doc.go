@@ -40,10 +40,11 @@
 // sealed segment with its entries grouped by slot (same record and index
 // format, marks left out); the wheel installs the copy in Flush once both
 // checkpoints lie past the segment. A tick then reads one short run of
-// records per segment. A segment whose entries already lie grouped (added
-// in due order or due together: at most two runs per slot chain on
-// average, four entries or more per chain) is left as it is: its copy
-// would read no better. The goroutine only reads the sealed segment's
+// records per segment. A segment whose entries already lie grouped (due
+// together or dense in due order: at most two runs per slot chain on
+// average, four entries or more per chain; or added in due order in
+// stretches of 16 entries or more on average, as partitions read in turn)
+// is left as it is: its copy would read no better. The goroutine only reads the sealed segment's
 // mapping and writes its own file; everything else stays on the caller's
 // goroutine.
 //

@@ -73,11 +73,13 @@ type segment struct {
 	// added counts the entries Add appended to this segment since it was
 	// created in this process (a recovered segment's earlier entries are
 	// not counted), chains the slot chains they started, runs the runs
-	// among them appended one after the other to the same chain;
-	// lastEntry is the position of the last one.
-	added, chains, runs int64
-	lastEntry           uint32
-	ranges              []partRange // sealed only; the active one's are in partState
+	// among them appended one after the other to the same chain, and
+	// descents those due at an earlier tick than the entry added before
+	// them; lastEntry is the position of the last one, lastTick its tick.
+	added, chains, runs, descents int64
+	lastEntry                     uint32
+	lastTick                      int64
+	ranges                        []partRange // sealed only; the active one's are in partState
 }
 
 func segPath(dir string, id uint32) string { return filepath.Join(dir, fmt.Sprintf("%08x.seg", id)) }

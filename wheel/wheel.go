@@ -346,8 +346,11 @@ func (w *Wheel) Add(now int64, e Entry) error {
 	if prev == 0 || prev != a.lastEntry {
 		a.runs++
 	}
+	if a.added > 0 && t < a.lastTick {
+		a.descents++
+	}
 	a.added++
-	a.lastEntry = pos
+	a.lastEntry, a.lastTick = pos, t
 	a.noteEntry(e.Due)
 	w.pending++
 	p.high = max(p.high, e.Offset)
