@@ -303,8 +303,8 @@ func TestNoCompaction(t *testing.T) {
 // TestGroupedNotCompacted: segments whose entries were added due together
 // (a burst), in due order, or as partitions each in due order read in turn
 // a batch at a time (sparse: shorter chains than groupedChain) are not
-// rewritten, and hand out the same entries in order; segments of random
-// due times are (fillCompacted).
+// rewritten, neither when sealed nor after a restart, and hand out the same
+// entries in order; segments of random due times are (fillCompacted).
 func TestGroupedNotCompacted(t *testing.T) {
 	roundRobin := func(i int64) Entry { return Entry{Due: t0 + 30_000, Partition: int32(i % 3), Offset: i / 3} }
 	for _, tc := range []struct {
@@ -328,8 +328,8 @@ func TestGroupedNotCompacted(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, _ := openT(t, t.TempDir(), Options{SegmentBytes: 8 << 10, Horizon: 2 * time.Minute}, t0)
-			defer w.Close()
+			dir, opt := t.TempDir(), Options{SegmentBytes: 8 << 10, Horizon: 2 * time.Minute}
+			w, _ := openT(t, dir, opt, t0)
 			var want []Entry
 			for i := range int64(2000) {
 				e := tc.entry(i)
@@ -349,6 +349,18 @@ func TestGroupedNotCompacted(t *testing.T) {
 			}
 			if c := compactedCount(w); c != 0 {
 				t.Fatalf("%d of %d segments compacted, want none", c, w.SegmentCount())
+			}
+			// Nor after a restart: their indexes say they are grouped.
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			w, _ = openT(t, dir, opt, t0)
+			defer w.Close()
+			if err := settle(w); err != nil {
+				t.Fatal(err)
+			}
+			if c := compactedCount(w); c != 0 || w.compacted != 0 {
+				t.Fatalf("after a restart %d of %d segments compacted, want none", c, w.SegmentCount())
 			}
 			slices.SortFunc(want, cmpEntry)
 			checkSame(t, expireAll(t, w, t0+120_000), want)

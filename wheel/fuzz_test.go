@@ -21,7 +21,8 @@ func fuzzTemplate(f *testing.F, compact bool) string {
 	}
 	for i := range int64(300) {
 		p := int32(i % 3)
-		if err := w.Add(t0, Entry{Due: t0 + (i*37)%10_000, Partition: p, Offset: i, Payload: payloadOf(p, i)}); err != nil {
+		// due times out of order (7919 is prime): segments to compact
+		if err := w.Add(t0, Entry{Due: t0 + (i*7919)%10_000, Partition: p, Offset: i, Payload: payloadOf(p, i)}); err != nil {
 			f.Fatal(err)
 		}
 	}

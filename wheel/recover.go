@@ -667,7 +667,7 @@ func (r *recovery) finish(segs []*segment) error {
 	}
 	w.active = a
 	for _, s := range w.segs[:len(w.segs)-1] {
-		if !s.compacted {
+		if !s.compacted && !s.laidOut { // laidOut: grouped when sealed (its index says so)
 			w.queueCompaction(s.id)
 		}
 	}

@@ -30,6 +30,12 @@ import (
 //	24 segment size i64  32 min due i64  40 max due i64  48 entries i64
 //	56 ranges u32  60 compacted size u32  64 heads: slots x u32
 //	then ranges x {partition i32, min offset i64, max offset i64}, crc32c u32
+//
+// The top bit of the ranges field (idxGrouped) says that the segment was
+// grouped when sealed and is not to be compacted, after a restart too.
+// Indexes written before it have the bit clear and read as before; an
+// earlier version reads an index with the bit set as damaged and rebuilds
+// it from the segment, losing nothing.
 const (
 	formatVersion  = 1
 	segHeaderSize  = 32
@@ -38,6 +44,7 @@ const (
 	segMagic       = "KDWHLSEG"
 	idxMagic       = "KDWHLIDX"
 	maxSegmentSize = 1 << 30
+	idxGrouped     = 1 << 31 // flag in the ranges field of an index
 )
 
 // geometry is fixed when a wheel directory is created.
@@ -62,6 +69,9 @@ type segment struct {
 	dirty  bool // written since the last fsync
 
 	compacted bool // rewritten grouped by slot (compact.go); size is final
+	// laidOut: grouped when it was sealed (compact.go, grouped), so never
+	// compacted; kept in its index (idxGrouped).
+	laidOut bool
 
 	readLo, readHi int64 // range of data read since the last releaseMapped
 
@@ -268,7 +278,11 @@ func encodeIdx(s *segment, g geometry, heads []uint32) []byte {
 	le.PutUint64(b[32:], uint64(s.minDue))
 	le.PutUint64(b[40:], uint64(s.maxDue))
 	le.PutUint64(b[48:], uint64(s.entries))
-	le.PutUint32(b[56:], uint32(len(s.ranges)))
+	nr := uint32(len(s.ranges))
+	if s.laidOut {
+		nr |= idxGrouped
+	}
+	le.PutUint32(b[56:], nr)
 	le.PutUint32(b[60:], s.compactedSize())
 	p := b[idxHeaderSize:]
 	for _, h := range heads {
@@ -306,7 +320,7 @@ func decodeIdx(b []byte, s *segment, g geometry) error {
 	if le.Uint32(b[60:]) != s.compactedSize() {
 		return fmt.Errorf("%w: index of the segment before or after its compaction", errBadHeader)
 	}
-	nr := int(le.Uint32(b[56:]))
+	nr := int(le.Uint32(b[56:]) &^ idxGrouped)
 	if n != idxHeaderSize+4*g.nslots+rangeSize*nr+4 {
 		return fmt.Errorf("%w: index size", errBadHeader)
 	}
@@ -319,6 +333,7 @@ func decodeIdx(b []byte, s *segment, g geometry) error {
 	s.minDue = int64(le.Uint64(b[32:]))
 	s.maxDue = int64(le.Uint64(b[40:]))
 	s.entries = int64(le.Uint64(b[48:]))
+	s.laidOut = le.Uint32(b[56:])&idxGrouped != 0
 	s.ranges = make([]partRange, nr)
 	p := b[idxHeaderSize+4*g.nslots:]
 	for i := range s.ranges {

@@ -623,10 +623,11 @@ func (w *Wheel) roll(n int) error {
 			a.ranges = append(a.ranges, partRange{p.id, p.segMin, p.segMax})
 		}
 	}
+	a.laidOut = a.grouped() // noted in its index: a restart does not compact it either
 	if err := writeIdx(w.dir, a, w.g, w.heads); err != nil {
 		return err
 	}
-	if !a.grouped() {
+	if !a.laidOut {
 		w.queueCompaction(a.id)
 	}
 	// Map exactly what is there. Not populated: filling the page tables of
