@@ -1018,13 +1018,11 @@ func (r *Relay) applyResync() map[int32]bool {
 
 // adjustStart starts each newly assigned partition where onAssigned found
 // that the local state reaches (r.resync: handled+1, past the committed
-// offset when the wheel holds or did everything between), instead of at
-// the committed offset and a seek after the first poll. The seek came
-// too late to save the first fetch: after a restart with 1M records in
-// the wheel and the commit at the lowest one still pending, the relay read
-// a fetch of records it then threw away (42 MB of live heap within 100 ms
-// of the start, the restart's peak RSS). franz-go calls it after
-// OnPartitionsAssigned, before fetching (kgo.AdjustFetchOffsetsFn).
+// offset when the wheel holds or did everything between), so that the
+// first fetch does not read records only to seek past them (docs/design.md).
+// franz-go calls it after OnPartitionsAssigned, before fetching
+// (kgo.AdjustFetchOffsetsFn); entries it does not consume stay in r.resync
+// for applyResync.
 func (r *Relay) adjustStart(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
