@@ -515,3 +515,46 @@ func TestRestartStartsPastWheel(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchAsksLittlePerPartition: the relay's fetches of the delay topic
+// ask for at most fetchPartitionBytes per partition (franz-go's default, 1
+// MiB, kept 60-70 MB of fetched batches alive while the relay read a
+// pre-load at full speed: docs/design.md "Small fetches").
+func TestFetchAsksLittlePerPartition(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	isDelay := h.isTopic(h.cfg.Topic)
+	var (
+		mu          sync.Mutex
+		asked, most int // fetches of the delay topic's partitions; the largest ask of one
+	)
+	h.c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		h.c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			if !isDelay(rt.Topic, rt.TopicID) {
+				continue
+			}
+			for _, rp := range rt.Partitions {
+				asked++
+				most = max(most, int(rp.PartitionMaxBytes))
+			}
+		}
+		return nil, nil, false
+	})
+	rr := h.start(nil)
+	rr.waitReady(t)
+	keys := keysOf("fa", 4)
+	for _, k := range keys {
+		h.send(k, levels.Delay{Target: "orders", Delay: time.Second})
+	}
+	h.report(h.collectAll(20*time.Second, keys, "orders"), keys, 0)
+	mu.Lock()
+	defer mu.Unlock()
+	if asked == 0 {
+		t.Fatal("no fetch of the delay topic seen: nothing tested")
+	}
+	if most > fetchPartitionBytes {
+		t.Errorf("a fetch asked for %d bytes of one partition, want at most %d", most, fetchPartitionBytes)
+	}
+}
