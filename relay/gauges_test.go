@@ -61,3 +61,44 @@ func BenchmarkUpdateGauges(b *testing.B) {
 		r.updateGauges(now)
 	}
 }
+
+// compactingStore reports the compactions a test sets; updateGauges calls
+// nothing else of it but Pending and NextExpiry.
+type compactingStore struct {
+	Store
+	segments int
+	entries  int64
+}
+
+func (s *compactingStore) Compacted() (int, int64)   { return s.segments, s.entries }
+func (s *compactingStore) Pending() int64            { return 0 }
+func (s *compactingStore) NextExpiry() (int64, bool) { return 0, false }
+
+// TestCompactionsCounted: the wheel's compactions reach
+// kdelay_wheel_compactions_total and kdelay_wheel_compacted_entries_total
+// once each, and a new wheel's count adds to them from zero.
+func TestCompactionsCounted(t *testing.T) {
+	r := gaugeRelay(t)
+	now := time.UnixMilli(1_000_000)
+	check := func(when string, segs, entries float64) {
+		t.Helper()
+		if got := testutil.ToFloat64(r.m.compactions); got != segs {
+			t.Errorf("%s: kdelay_wheel_compactions_total %v, want %v", when, got, segs)
+		}
+		if got := testutil.ToFloat64(r.m.compactedEntries); got != entries {
+			t.Errorf("%s: kdelay_wheel_compacted_entries_total %v, want %v", when, got, entries)
+		}
+	}
+	s := &compactingStore{segments: 2, entries: 100}
+	r.wheel = s
+	r.updateGauges(now)
+	r.updateGauges(now)
+	check("two compactions", 2, 100)
+	s.segments, s.entries = 3, 160
+	r.updateGauges(now)
+	check("a third", 3, 160)
+	// A reset: the new wheel counts from zero (openWheel sets what was seen).
+	r.wheel, r.compactSeen, r.compactEntriesSeen = &compactingStore{segments: 1, entries: 7}, 0, 0
+	r.updateGauges(now)
+	check("after a new wheel", 4, 167)
+}

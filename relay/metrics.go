@@ -10,30 +10,32 @@ import (
 // [New]; franz-go's client series come from the kprom plugin with the
 // prefix kdelay_kafka_.
 type metrics struct {
-	consumed       *prometheus.CounterVec   // level
-	forwarded      *prometheus.CounterVec   // level, path (direct|wheel)
-	cascaded       *prometheus.CounterVec   // level
-	deadLettered   *prometheus.CounterVec   // level, reason
-	mismatched     *prometheus.CounterVec   // level
-	wheelAdded     *prometheus.CounterVec   // level
-	retries        *prometheus.CounterVec   // reason
-	lateness       *prometheus.HistogramVec // level
-	commitTime     prometheus.Histogram
-	commitSyncTime prometheus.Histogram
-	wheelPending   prometheus.Gauge
-	paused         prometheus.Gauge
-	assigned       prometheus.Gauge
-	nextDue        *prometheus.GaugeVec // level
-	lag            *prometheus.GaugeVec // level
-	wheelNext      prometheus.Gauge
-	ready          prometheus.Gauge
-	retrying       prometheus.Gauge
-	stalled        *prometheus.GaugeVec // reason
-	stalledBy      []prometheus.Gauge   // stalled's series, in the order of stallReasons
-	wheelResets    prometheus.Counter
-	metaOverflow   prometheus.Counter
-	txns           *prometheus.CounterVec // outcome
-	txnTime        prometheus.Histogram
+	consumed         *prometheus.CounterVec   // level
+	forwarded        *prometheus.CounterVec   // level, path (direct|wheel)
+	cascaded         *prometheus.CounterVec   // level
+	deadLettered     *prometheus.CounterVec   // level, reason
+	mismatched       *prometheus.CounterVec   // level
+	wheelAdded       *prometheus.CounterVec   // level
+	retries          *prometheus.CounterVec   // reason
+	lateness         *prometheus.HistogramVec // level
+	commitTime       prometheus.Histogram
+	commitSyncTime   prometheus.Histogram
+	wheelPending     prometheus.Gauge
+	paused           prometheus.Gauge
+	assigned         prometheus.Gauge
+	nextDue          *prometheus.GaugeVec // level
+	lag              *prometheus.GaugeVec // level
+	wheelNext        prometheus.Gauge
+	ready            prometheus.Gauge
+	retrying         prometheus.Gauge
+	stalled          *prometheus.GaugeVec // reason
+	stalledBy        []prometheus.Gauge   // stalled's series, in the order of stallReasons
+	wheelResets      prometheus.Counter
+	compactions      prometheus.Counter
+	compactedEntries prometheus.Counter
+	metaOverflow     prometheus.Counter
+	txns             *prometheus.CounterVec // outcome
+	txnTime          prometheus.Histogram
 
 	// byLevel caches the per-record series of each level, so the hot
 	// path does not hash label values per record. Touched under the
@@ -128,13 +130,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kdelay_transaction_commit_seconds", Help: "Duration of committing a transaction (offsets and end) in exactly-once mode.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
-		metaOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_commit_metadata_overflow_total", Help: "Commits whose done set (offsets above the commit already delivered) did not fit the metadata limit and was left out: a next owner delivers those records again."}),
-		wheelResets:  prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_resets_total", Help: "Times the wheel failed (disk full or failing, damaged record) and was discarded; its partitions were re-read from their committed offsets."}),
+		metaOverflow:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_commit_metadata_overflow_total", Help: "Commits whose done set (offsets above the commit already delivered) did not fit the metadata limit and was left out: a next owner delivers those records again."}),
+		wheelResets:      prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_resets_total", Help: "Times the wheel failed (disk full or failing, damaged record) and was discarded; its partitions were re-read from their committed offsets."}),
+		compactions:      prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_compactions_total", Help: "Sealed wheel segments rewritten with their live entries grouped by slot (entries added out of due order); each reads and writes its segment once more."}),
+		compactedEntries: prometheus.NewCounter(prometheus.CounterOpts{Name: "kdelay_wheel_compacted_entries_total", Help: "Live entries copied by the wheel's compactions."}),
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
 		m.lateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
-		m.retrying, m.stalled, m.wheelResets, m.metaOverflow, m.txns, m.txnTime,
+		m.retrying, m.stalled, m.wheelResets, m.compactions, m.compactedEntries, m.metaOverflow, m.txns, m.txnTime,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -129,6 +129,9 @@ type Relay struct {
 	wheelRetry  time.Time  // when to try opening an unavailable wheel again
 	wheelBroken time.Duration
 	corrupt     int64 // the wheel's corrupt-record count already acted upon
+	// compactSeen, compactEntriesSeen: the wheel's Compacted already counted.
+	compactSeen        int
+	compactEntriesSeen int64
 	// syncOnCommit (KDELAY_WHEEL_SYNC=batch, at least once): the wheel is
 	// opened with wheel.SyncManual and fsynced before each offset commit
 	// (startCommit, syncForCommit), not after each batch.
@@ -346,6 +349,7 @@ func (r *Relay) openWheel() error {
 	}
 	r.wheel = w
 	r.corrupt = w.Corrupt()
+	r.compactSeen, r.compactEntriesSeen = 0, 0 // a new wheel: its own compactions from Open on
 	r.logRecovery(rep)
 	return nil
 }
@@ -853,6 +857,7 @@ func (r *Relay) updateGauges(now time.Time) {
 	r.m.paused.Set(float64(paused))
 	r.m.assigned.Set(float64(len(r.parts)))
 	r.m.wheelPending.Set(float64(pending))
+	r.countCompactions()
 	r.m.retrying.Set(float64(retrying))
 	for level := 1; level <= nlev; level++ {
 		v := 0.0
@@ -1132,4 +1137,19 @@ func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
 	}
 	cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: ps}) // pauses survive rebalances
 	r.log.Info("partitions "+why, "partitions", ps)
+}
+
+// countCompactions adds the wheel's compactions installed since the last
+// call to kdelay_wheel_compactions_total and the entries they copied to
+// kdelay_wheel_compacted_entries_total. r.mu is held.
+func (r *Relay) countCompactions() {
+	if r.wheel == nil {
+		return
+	}
+	segs, entries := r.wheel.Compacted()
+	if segs > r.compactSeen {
+		r.m.compactions.Add(float64(segs - r.compactSeen))
+		r.m.compactedEntries.Add(float64(entries - r.compactEntriesSeen))
+	}
+	r.compactSeen, r.compactEntriesSeen = segs, entries
 }

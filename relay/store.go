@@ -27,6 +27,9 @@ type Store interface {
 	// Corrupt counts the records found damaged since Open (bit rot);
 	// entries behind one are not handed out.
 	Corrupt() int64
+	// Compacted counts the compactions installed since Open and the
+	// entries they copied ([wheel.Wheel.Compacted]).
+	Compacted() (segments int, entries int64)
 }
 
 // Syncer is the fsync half of Store.SyncStart: once its Sync returns nil,

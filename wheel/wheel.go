@@ -247,6 +247,11 @@ func (w *Wheel) problem(format string, args ...any) {
 // should rebuild what it keeps in the wheel from its source.
 func (w *Wheel) Corrupt() int64 { return w.corrupt }
 
+// Compacted returns the compactions installed since Open (sealed segments
+// rewritten with their live entries grouped by slot, docs/wheel.md) and
+// the entries they copied.
+func (w *Wheel) Compacted() (segments int, entries int64) { return w.compacted, w.compactEntries }
+
 // Problems returns what went wrong since Open without stopping the wheel,
 // such as a checksum error in a slot chain (bit rot), at most 100 lines.
 func (w *Wheel) Problems() []string { return slices.Clone(w.problems) }
