@@ -491,12 +491,7 @@ func TestRestartStartsPastWheel(t *testing.T) {
 		}
 		return rr.r.wheel.Pending()
 	}
-	for deadline := time.Now().Add(20 * time.Second); pending(rr) < int64(len(keys)); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d records in the wheel", pending(rr), len(keys))
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition the relay exposes
-	}
+	waitFor(t, func() bool { return pending(rr) >= int64(len(keys)) })
 	rr.stop(t)
 	so := &startOffsets{topic: h.cfg.Topic, low: map[int32]int64{}}
 	h.kafkaOpts = append(h.kafkaOpts, kgo.WithHooks(so))
