@@ -285,3 +285,81 @@ func BenchmarkTickSort(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
 }
+
+// BenchmarkWheelExpireBurst hands out a burst: 200,000 entries of 1 KiB
+// (KDELAY_WHEEL_BENCH_PAYLOAD sets the size) all due in the same
+// millisecond, added as the relay adds what it reads of 4 partitions (runs
+// of 100 entries of one partition, as a fetch of 128 KiB returns them),
+// handed out in batches of 4096 (the relay's MaxBatch), each marked done,
+// one Flush per batch. This is kdelay-bench's wheel scenario without the
+// broker: ns/entry is the whole hand-out, the tick's scan included;
+// first-ms the time to the first entry (the scan of the tick).
+func BenchmarkWheelExpireBurst(b *testing.B) {
+	const n, parts, run = 200_000, 4, 100
+	size := 1024
+	if os.Getenv("KDELAY_WHEEL_BENCH_PAYLOAD") != "" {
+		size = benchPayloadSize(b)
+	}
+	payload := make([]byte, size)
+	due := t0 + 5000
+	b.ReportAllocs()
+	var ns, first, entries int64
+	for b.Loop() {
+		b.StopTimer()
+		dir, err := os.MkdirTemp("", "wheel-burst-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, _, err := Open(dir, Options{Sync: SyncNone}, t0)
+		if err != nil {
+			os.RemoveAll(dir)
+			b.Fatal(err)
+		}
+		var next [parts]int64
+		for i := range n {
+			p := (i / run) % parts
+			if err := w.Add(t0, Entry{Due: due, Partition: int32(p), Offset: next[p], Payload: payload}); err != nil {
+				b.Fatal(err)
+			}
+			next[p]++
+			if i%4096 == 4095 {
+				if err := w.Flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := w.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		if err := settle(w); err != nil {
+			b.Fatal(err)
+		}
+		done := func(e Entry) { w.Done(e.Partition, e.Offset) }
+		b.StartTimer()
+		start := time.Now()
+		for got := 0; got < n; {
+			k, err := w.Expire(due, 4096, done)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got == 0 {
+				first += time.Since(start).Nanoseconds()
+			}
+			if err := w.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			if k == 0 {
+				b.Fatalf("wheel ran dry after %d entries", got)
+			}
+			got += k
+		}
+		ns += time.Since(start).Nanoseconds()
+		entries += n
+		b.StopTimer()
+		w.Close()
+		os.RemoveAll(dir)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(ns)/float64(entries), "ns/entry")
+	b.ReportMetric(float64(first)/1e6/float64(b.N), "first-ms")
+}
