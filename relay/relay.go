@@ -111,7 +111,9 @@ type Relay struct {
 	gaugeNext []time.Time
 	gaugeLag  []int64
 	// payload is addToWheel's buffer for the entry it encodes (r.mu held).
-	payload   []byte
+	payload []byte
+	// fires is what is left of fromWheel's current chunk (r.mu held).
+	fires     []wheelFire
 	commitAt  time.Time // at least once: when the loop last sent a commit (loop only)
 	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
