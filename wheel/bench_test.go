@@ -97,12 +97,7 @@ func newBenchWheel(b *testing.B, n int, policy SyncPolicy) *benchWheel {
 			}
 		}
 	}
-	if err := w.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	if err := settle(w); err != nil {
-		b.Fatal(err)
-	}
+	flushSettled(b, w)
 	bw.heapPer = float64(heapInUse()-before) / float64(max(n, 1))
 	w.opt.Sync = policy
 	return bw
@@ -212,17 +207,7 @@ func BenchmarkWheelExpireInOrder(b *testing.B) {
 	var ns, entries int64
 	for b.Loop() {
 		b.StopTimer()
-		// A directory per round, removed at its end: b.TempDir would keep
-		// one 64 MiB segment per round until the benchmark ends.
-		dir, err := os.MkdirTemp("", "wheel-inorder-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		w, _, err := Open(dir, Options{Sync: SyncNone}, t0)
-		if err != nil {
-			os.RemoveAll(dir)
-			b.Fatal(err)
-		}
+		w, dir := openRound(b, "wheel-inorder-")
 		for i := range n {
 			p := i % benchParts
 			e := Entry{Due: t0 + 1000 + int64(i)*1000/perSecond, Partition: int32(p), Offset: int64(i / benchParts), Payload: payload}
@@ -306,15 +291,7 @@ func BenchmarkWheelExpireBurst(b *testing.B) {
 	var ns, first, entries int64
 	for b.Loop() {
 		b.StopTimer()
-		dir, err := os.MkdirTemp("", "wheel-burst-")
-		if err != nil {
-			b.Fatal(err)
-		}
-		w, _, err := Open(dir, Options{Sync: SyncNone}, t0)
-		if err != nil {
-			os.RemoveAll(dir)
-			b.Fatal(err)
-		}
+		w, dir := openRound(b, "wheel-burst-")
 		var next [parts]int64
 		for i := range n {
 			p := (i / run) % parts
@@ -328,12 +305,7 @@ func BenchmarkWheelExpireBurst(b *testing.B) {
 				}
 			}
 		}
-		if err := w.Flush(); err != nil {
-			b.Fatal(err)
-		}
-		if err := settle(w); err != nil {
-			b.Fatal(err)
-		}
+		flushSettled(b, w)
 		done := func(e Entry) { w.Done(e.Partition, e.Offset) }
 		b.StartTimer()
 		start := time.Now()
@@ -362,4 +334,32 @@ func BenchmarkWheelExpireBurst(b *testing.B) {
 	}
 	b.ReportMetric(float64(ns)/float64(entries), "ns/entry")
 	b.ReportMetric(float64(first)/1e6/float64(b.N), "first-ms")
+}
+
+// openRound opens a wheel in a directory of its own for one benchmark
+// round, to be removed at the round's end: b.TempDir would keep one 64 MiB
+// segment per round until the benchmark ends.
+func openRound(b *testing.B, prefix string) (*Wheel, string) {
+	b.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, _, err := Open(dir, Options{Sync: SyncNone}, t0)
+	if err != nil {
+		os.RemoveAll(dir)
+		b.Fatal(err)
+	}
+	return w, dir
+}
+
+// flushSettled flushes w and waits for its background compactions.
+func flushSettled(b *testing.B, w *Wheel) {
+	b.Helper()
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := settle(w); err != nil {
+		b.Fatal(err)
+	}
 }
