@@ -139,17 +139,25 @@ func TestUnclassifiedError(t *testing.T) {
 	h.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		h.c.KeepControl()
 		pr := req.(*kmsg.ProduceRequest)
-		if len(pr.Topics) != 1 || !isOdd(pr.Topics[0].Topic, pr.Topics[0].TopicID) {
+		if !slices.ContainsFunc(pr.Topics, func(tp kmsg.ProduceRequestTopic) bool { return isOdd(tp.Topic, tp.TopicID) }) {
 			return nil, nil, false
 		}
+		// A request with odd in it fails whole: odd's batches with an
+		// error neither retriable nor classified, the others' (a retry
+		// of odd can share a request with them) with a retriable one,
+		// as nothing of the request was written.
 		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
 		for _, tp := range pr.Topics {
+			code := kerr.NotLeaderForPartition.Code
+			if isOdd(tp.Topic, tp.TopicID) {
+				code = kerr.InvalidRequiredAcks.Code // not retriable, not classified
+			}
 			rt := kmsg.NewProduceResponseTopic()
 			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
 			for _, p := range tp.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
 				rp.Partition = p.Partition
-				rp.ErrorCode = kerr.InvalidRequiredAcks.Code // not retriable, not classified
+				rp.ErrorCode = code
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
