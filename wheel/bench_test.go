@@ -238,10 +238,7 @@ func BenchmarkWheelExpireInOrder(b *testing.B) {
 		}
 		ns += time.Since(start).Nanoseconds()
 		entries += n
-		b.StopTimer()
-		w.Close()
-		os.RemoveAll(dir)
-		b.StartTimer()
+		endRound(b, w, dir)
 	}
 	b.ReportMetric(float64(ns)/float64(entries), "ns/entry")
 }
@@ -327,10 +324,7 @@ func BenchmarkWheelExpireBurst(b *testing.B) {
 		}
 		ns += time.Since(start).Nanoseconds()
 		entries += n
-		b.StopTimer()
-		w.Close()
-		os.RemoveAll(dir)
-		b.StartTimer()
+		endRound(b, w, dir)
 	}
 	b.ReportMetric(float64(ns)/float64(entries), "ns/entry")
 	b.ReportMetric(float64(first)/1e6/float64(b.N), "first-ms")
@@ -351,6 +345,15 @@ func openRound(b *testing.B, prefix string) (*Wheel, string) {
 		b.Fatal(err)
 	}
 	return w, dir
+}
+
+// endRound closes the wheel of openRound and removes its directory,
+// outside the benchmark's timer.
+func endRound(b *testing.B, w *Wheel, dir string) {
+	b.StopTimer()
+	w.Close()
+	os.RemoveAll(dir)
+	b.StartTimer()
 }
 
 // flushSettled flushes w and waits for its background compactions.
