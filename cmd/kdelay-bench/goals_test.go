@@ -287,3 +287,32 @@ func TestRateName(t *testing.T) {
 		}
 	}
 }
+
+func TestLateWindows(t *testing.T) {
+	const first = 1_000_000
+	recs := []delivery{
+		{dueMs: first + 50, tsMs: first + 50 + 40},     // +0 ms window, 40 ms late
+		{dueMs: first + 120, tsMs: first + 120 + 11},   // +100 ms window
+		{dueMs: first + 150, tsMs: first + 150 + 90},   // +100 ms window, the largest
+		{dueMs: first + 180, tsMs: first + 180 + 10},   // exactly at the bound: not late
+		{dueMs: first + 950, tsMs: first + 950 + 3},    // on time
+		{dueMs: -1, tsMs: first + 5000},                // no due time: ignored
+		{dueMs: first + 2010, tsMs: first + 2010 + 12}, // +2000 ms window
+	}
+	got := lateWindows(recs, first, 2)
+	want := []lateWindow{{StartMs: 100, Late: 2, MaxMs: 90}, {StartMs: 0, Late: 1, MaxMs: 40}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lateWindows = %+v, want %+v", got, want)
+	}
+	if all := lateWindows(recs, first, 10); len(all) != 3 || all[2].StartMs != 2000 {
+		t.Fatalf("all windows = %+v, want 3 ending with +2000ms", all)
+	}
+	if none := lateWindows(recs[4:6], first, 5); len(none) != 0 {
+		t.Fatalf("on-time records gave windows %+v", none)
+	}
+	r := &result{Scenario: "duerate", DueMs: first}
+	r.fill(recs, 0, 0)
+	if !strings.Contains(r.summary(), "+100ms: 2 (max 90ms)") {
+		t.Fatalf("summary does not name the worst window:\n%s", r.summary())
+	}
+}

@@ -54,6 +54,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,6 +103,7 @@ type options struct {
 	margin          time.Duration // extra lead before the first due time
 	watch           time.Duration // how long deliveries are watched after the restart
 	cpuProfile      string
+	traceFile       string
 	memProfile      string
 	progress        bool
 	wheelSync       string
@@ -136,6 +138,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dueLoad, "due-load", "preload", "duerate load: preload (every record produced before the first due time, as fast as the broker takes them; the figures of docs/benchmarks.md) or paced (each record produced --due-delay before its due time, at the due rate: a steady state)")
 	fs.DurationVar(&o.dueDelay, "due-delay", 12*time.Second, "paced duerate load: each record's delay (12s: read at level 10s, then 2s in the wheel)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
+	fs.StringVar(&o.traceFile, "trace", "", "write a runtime execution trace of this process (with --relay inproc: the relay's loop, for `go tool trace`: where a late record waited)")
 	isTerm := false
 	if f, ok := stderr.(*os.File); ok {
 		isTerm = term.IsTerminal(int(f.Fd()))
@@ -284,6 +287,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.traceFile != "" {
+		f, err := os.Create(o.traceFile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return err
+		}
+		defer trace.Stop()
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err

@@ -112,6 +112,54 @@ type result struct {
 
 	// CDF is the lateness CDF, downsampled: (lateness ms, fraction) points.
 	CDF [][2]float64 `json:"lateness_cdf,omitempty"`
+	// LateWindows are the 100 ms windows of due time (from DueMs) holding
+	// the most records later than lateWindowMs, most first: where in the
+	// run the tail of the lateness lies.
+	LateWindows []lateWindow `json:"late_windows,omitempty"`
+}
+
+// lateWindowMs is the lateness from which a record counts in LateWindows:
+// the p99 goal at 10k/s due (issue 14).
+const lateWindowMs = 10
+
+// lateWindow is a 100 ms window of due time: its start after the first
+// due time, the records due in it later than lateWindowMs, and the
+// largest lateness among them.
+type lateWindow struct {
+	StartMs int64   `json:"start_ms"`
+	Late    int     `json:"late"`
+	MaxMs   float64 `json:"max_ms"`
+}
+
+// lateWindows groups recs later than lateWindowMs by 100 ms of due time
+// after first and returns the top most crowded windows.
+func lateWindows(recs []delivery, first int64, top int) []lateWindow {
+	by := map[int64]*lateWindow{}
+	for _, d := range recs {
+		l := float64(d.tsMs - d.dueMs)
+		if d.dueMs < 0 || l <= lateWindowMs {
+			continue
+		}
+		k := (d.dueMs - first) / 100 * 100
+		w := by[k]
+		if w == nil {
+			w = &lateWindow{StartMs: k}
+			by[k] = w
+		}
+		w.Late++
+		w.MaxMs = max(w.MaxMs, l)
+	}
+	out := make([]lateWindow, 0, len(by))
+	for _, w := range by {
+		out = append(out, *w)
+	}
+	slices.SortFunc(out, func(a, b lateWindow) int {
+		if a.Late != b.Late {
+			return b.Late - a.Late
+		}
+		return int(a.StartMs - b.StartMs)
+	})
+	return out[:min(top, len(out))]
 }
 
 // recovery is what the restart with a full wheel measured.
@@ -192,6 +240,9 @@ func (r *result) fill(recs []delivery, dups, bad int) {
 	r.CDF = cdfPoints(late)
 	r.Lateness = summarize(late)
 	r.ArrivalLateness = summarize(arr)
+	if r.DueMs > 0 {
+		r.LateWindows = lateWindows(recs, r.DueMs, 5)
+	}
 }
 
 // cdfPoints picks about 400 evenly ranked points of sorted, plus the tail
@@ -387,6 +438,12 @@ func (r *result) summary() string {
 	}
 	if r.Scenario == "duerate" {
 		fmt.Fprintf(&sb, "\n   load: %s", r.loadLine())
+	}
+	if len(r.LateWindows) > 0 {
+		sb.WriteString("\n   records later than " + strconv.Itoa(lateWindowMs) + "ms, by 100ms of due time after the first:")
+		for _, w := range r.LateWindows {
+			fmt.Fprintf(&sb, " +%dms: %d (max %s);", w.StartMs, w.Late, ms(w.MaxMs))
+		}
 	}
 	if rc := r.Recovery; rc != nil {
 		fmt.Fprintf(&sb, "\n   recovery: %d pending at stop, restart -> first delivery %s, restart -> ready %.2fs, VmRSS with pending %s",
