@@ -37,7 +37,9 @@
 #   KDELAY_CACHE          Jar cache root (default $HOME/.cache/kdelay);
 #                         jars live in $KDELAY_CACHE/kafka-<version>/libs.
 #   KDELAY_KAFKA_STATE    State dir (default ${TMPDIR:-/tmp}/kdelay-kafka):
-#                         state.env, server.properties, kafka.log.
+#                         state.env, server.properties, kafka.log, and
+#                         gc.log (the broker's GC pauses, time-stamped:
+#                         kdelay-bench --broker-gc-log reads it).
 #   KDELAY_KAFKA_PORT     Client port (default: a free random port).
 #   KDELAY_KAFKA_HEAP     JVM heap flags (default "-Xms256m -Xmx1g").
 #   KDELAY_KAFKA_START_TIMEOUT  Seconds to wait for readiness (default 120).
@@ -285,6 +287,7 @@ launch_broker() {
   command -v setsid >/dev/null && detach=(setsid)
   # shellcheck disable=SC2086
   "${detach[@]}" "$JAVA" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -Xlog:gc:file="$STATE_DIR/gc.log":time \
     -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$STATE_DIR/log4j2-broker.properties" \
     -Dkafka.logs.dir="$STATE_DIR" \

@@ -147,6 +147,13 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 		}
 		if r != nil {
 			r.WallSeconds = time.Since(t0).Seconds()
+			if b.o.brokerGCLog != "" {
+				if pauses, err := readBrokerPauses(b.o.brokerGCLog); err != nil {
+					fmt.Fprintln(b.o.stderr, "warning:", err)
+				} else {
+					r.attributePauses(pauses)
+				}
+			}
 			if err != nil {
 				r.Err = err.Error()
 			}

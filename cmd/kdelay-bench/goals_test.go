@@ -2,9 +2,11 @@ package main
 
 import (
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseOptionsLists(t *testing.T) {
@@ -314,5 +316,44 @@ func TestLateWindows(t *testing.T) {
 	r.fill(recs, 0, 0)
 	if !strings.Contains(r.summary(), "+100ms: 2 (max 90ms)") {
 		t.Fatalf("summary does not name the worst window:\n%s", r.summary())
+	}
+}
+
+func TestBrokerPauses(t *testing.T) {
+	dir := t.TempDir()
+	log := dir + "/gc.log"
+	lines := []string{
+		"[2026-12-03T19:15:05.618+0000] Using G1",
+		"[2026-12-03T19:15:05.618+0000] GC(105) Pause Young (Normal) (G1 Evacuation Pause) 203M->83M(256M) 29.278ms",
+		"[2026-12-03T19:15:05.900+0000] GC(106) Concurrent Mark Cycle 12.500ms",
+		"[2026-12-03T19:15:06.050+0000] GC(107) Pause Remark 90M->90M(256M) 4.000ms",
+		"[2026-12-03T19:15:09.000+0000][12.5s] GC(108) Pause Young (Normal) (G1 Evacuation Pause) 220M->86M(256M) 11.5ms",
+		"not a log line",
+	}
+	if err := os.WriteFile(log, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pauses, err := readBrokerPauses(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2026, 12, 3, 19, 15, 5, 500_000_000, time.UTC).UnixMilli()
+	want := []brokerPause{{first + 118, 29.278}, {first + 550, 4}, {first + 3500, 11.5}}
+	if !slices.Equal(pauses, want) {
+		t.Fatalf("pauses = %+v, want %+v", pauses, want)
+	}
+	r := &result{DueMs: first, CompletionMs: 1000, LateWindows: []lateWindow{{StartMs: 0, Late: 5}, {StartMs: 500, Late: 3}, {StartMs: 800, Late: 1}}}
+	r.attributePauses(pauses)
+	if got := *r.BrokerPauses; got != (pauseSummary{Count: 2, TotalMs: 33.278, MaxMs: 29.278}) {
+		t.Fatalf("summary = %+v", got)
+	}
+	if got := []float64{r.LateWindows[0].BrokerPauseMs, r.LateWindows[1].BrokerPauseMs, r.LateWindows[2].BrokerPauseMs}; !slices.Equal(got, []float64{29.278, 4, 0}) {
+		t.Fatalf("window pauses = %v, want [29.278 4 0]", got)
+	}
+	if s := r.summary(); !strings.Contains(s, "+0ms: 5 (max 0ms, broker GC pause 29ms)") || !strings.Contains(s, "2 pauses") {
+		t.Fatalf("summary:\n%s", s)
+	}
+	if _, err := readBrokerPauses(dir + "/missing.log"); err == nil {
+		t.Fatal("a missing GC log gave no error")
 	}
 }

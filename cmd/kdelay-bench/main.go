@@ -104,6 +104,7 @@ type options struct {
 	watch           time.Duration // how long deliveries are watched after the restart
 	cpuProfile      string
 	traceFile       string
+	brokerGCLog     string
 	memProfile      string
 	progress        bool
 	wheelSync       string
@@ -138,6 +139,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dueLoad, "due-load", "preload", "duerate load: preload (every record produced before the first due time, as fast as the broker takes them; the figures of docs/benchmarks.md) or paced (each record produced --due-delay before its due time, at the due rate: a steady state)")
 	fs.DurationVar(&o.dueDelay, "due-delay", 12*time.Second, "paced duerate load: each record's delay (12s: read at level 10s, then 2s in the wheel)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
+	fs.StringVar(&o.brokerGCLog, "broker-gc-log", "", "the broker's JVM GC log (-Xlog:gc with time stamps; .ci/kafka.sh writes gc.log in its state directory): each run reports the broker's GC pauses while records came due, and which late windows one of them ends in")
 	fs.StringVar(&o.traceFile, "trace", "", "write a runtime execution trace of this process (with --relay inproc: the relay's loop, for `go tool trace`: where a late record waited)")
 	isTerm := false
 	if f, ok := stderr.(*os.File); ok {

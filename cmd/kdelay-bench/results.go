@@ -116,6 +116,9 @@ type result struct {
 	// the most records later than lateWindowMs, most first: where in the
 	// run the tail of the lateness lies.
 	LateWindows []lateWindow `json:"late_windows,omitempty"`
+	// BrokerPauses is what the broker's JVM paused for GC between the
+	// first due time and the last delivery (--broker-gc-log).
+	BrokerPauses *pauseSummary `json:"broker_gc_pauses,omitempty"`
 }
 
 // lateWindowMs is the lateness from which a record counts in LateWindows:
@@ -124,11 +127,13 @@ const lateWindowMs = 10
 
 // lateWindow is a 100 ms window of due time: its start after the first
 // due time, the records due in it later than lateWindowMs, and the
-// largest lateness among them.
+// largest lateness among them; with --broker-gc-log, the longest broker GC
+// pause that ended within pauseReach of its start (0: none).
 type lateWindow struct {
-	StartMs int64   `json:"start_ms"`
-	Late    int     `json:"late"`
-	MaxMs   float64 `json:"max_ms"`
+	StartMs       int64   `json:"start_ms"`
+	Late          int     `json:"late"`
+	MaxMs         float64 `json:"max_ms"`
+	BrokerPauseMs float64 `json:"broker_pause_ms,omitempty"`
 }
 
 // lateWindows groups recs later than lateWindowMs by 100 ms of due time
@@ -442,8 +447,15 @@ func (r *result) summary() string {
 	if len(r.LateWindows) > 0 {
 		sb.WriteString("\n   records later than " + strconv.Itoa(lateWindowMs) + "ms, by 100ms of due time after the first:")
 		for _, w := range r.LateWindows {
-			fmt.Fprintf(&sb, " +%dms: %d (max %s);", w.StartMs, w.Late, ms(w.MaxMs))
+			fmt.Fprintf(&sb, " +%dms: %d (max %s", w.StartMs, w.Late, ms(w.MaxMs))
+			if w.BrokerPauseMs > 0 {
+				fmt.Fprintf(&sb, ", broker GC pause %s", ms(w.BrokerPauseMs))
+			}
+			sb.WriteString(");")
 		}
+	}
+	if p := r.BrokerPauses; p != nil {
+		fmt.Fprintf(&sb, "\n   broker GC from the first due time to the last delivery: %d pauses, %s in all, longest %s", p.Count, ms(p.TotalMs), ms(p.MaxMs))
 	}
 	if rc := r.Recovery; rc != nil {
 		fmt.Fprintf(&sb, "\n   recovery: %d pending at stop, restart -> first delivery %s, restart -> ready %.2fs, VmRSS with pending %s",
