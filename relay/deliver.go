@@ -46,7 +46,8 @@ type item struct {
 	// it sets finished.
 	err       error
 	ackedAt   time.Time
-	sentAt    time.Time // when the current attempt was handed over
+	sentAt    time.Time // when the current attempt was handed over (its iteration's time)
+	handedNs  int64     // unix ns of the current attempt's produce call (kdelay_send_lateness_seconds)
 	finished  atomic.Bool
 	attempted bool      // it.out was handed to the producer once (a later attempt sends a copy)
 	group     *attempts // the attempts the current attempt belongs to (done when they all are)
@@ -463,6 +464,7 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 	rec.Context = ctx
 	it.group = at
 	at.add()
+	it.handedNs = r.sendClock(now)
 	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil && mark != nil && mark.outOfRange.Load() {
 			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
@@ -472,6 +474,24 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 		it.finished.Store(true)
 		at.release()
 	})
+}
+
+// sendClockEvery is how many produce calls of one iteration share a
+// reading of the clock for kdelay_send_lateness_seconds: a reading costs
+// about 55 ns, 1.5 % of the loop's 3.8 µs per fired record, and 32 calls
+// take about a tenth of a millisecond, the histogram's finest bucket being
+// one millisecond.
+const sendClockEvery = 32
+
+// sendClock returns the time of a produce call in iteration iter, unix
+// ns: the clock read at the iteration's first call and every
+// sendClockEvery calls. Loop goroutine only.
+func (r *Relay) sendClock(iter time.Time) int64 {
+	if !iter.Equal(r.sendIter) || r.sendCalls%sendClockEvery == 0 {
+		r.sendIter, r.sendNs, r.sendCalls = iter, r.now().UnixNano(), 0
+	}
+	r.sendCalls++
+	return r.sendNs
 }
 
 // flightWait bounds how long an iteration waits for its attempts: a record
@@ -701,6 +721,7 @@ func (r *Relay) finish(b []*item, flush bool) {
 				ls.forwardedDirect.Inc()
 			}
 			ls.lateness.Observe(it.ackedAt.Sub(it.due).Seconds())
+			ls.sendLateness.Observe(float64(it.handedNs-it.due.UnixNano()) / 1e9)
 		case kCascade:
 			r.m.cascaded.WithLabelValues(levelLabel(it.level)).Inc()
 		case kDead:

@@ -18,6 +18,7 @@ type metrics struct {
 	wheelAdded       *prometheus.CounterVec   // level
 	retries          *prometheus.CounterVec   // reason
 	lateness         *prometheus.HistogramVec // level
+	sendLateness     *prometheus.HistogramVec // level
 	commitTime       prometheus.Histogram
 	commitSyncTime   prometheus.Histogram
 	wheelPending     prometheus.Gauge
@@ -47,7 +48,7 @@ type metrics struct {
 // and the level's gauges, set after every iteration of the loop.
 type levelSeries struct {
 	consumed, forwardedDirect, forwardedWheel prometheus.Counter
-	lateness                                  prometheus.Observer
+	lateness, sendLateness                    prometheus.Observer
 	nextDue, lag                              prometheus.Gauge
 }
 
@@ -62,6 +63,7 @@ func (m *metrics) level(level int) *levelSeries {
 		forwardedDirect: m.forwarded.WithLabelValues(l, "direct"),
 		forwardedWheel:  m.forwarded.WithLabelValues(l, "wheel"),
 		lateness:        m.lateness.WithLabelValues(l),
+		sendLateness:    m.sendLateness.WithLabelValues(l),
 		nextDue:         m.nextDue.WithLabelValues(l),
 		lag:             m.lag.WithLabelValues(l),
 	}
@@ -100,6 +102,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Target ack time minus due time of forwarded records.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"level"}),
+		sendLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kdelay_send_lateness_seconds",
+			Help:    "Time from the due time of forwarded records to the relay's produce call of their last attempt: the relay's own part of kdelay_lateness_seconds (the produce round trip is the rest).",
+			Buckets: []float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"level"}),
 		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kdelay_commit_latency_seconds", Help: "Duration of synchronous offset commits.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
@@ -137,7 +144,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
-		m.lateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
+		m.lateness, m.sendLateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
 		m.retrying, m.stalled, m.wheelResets, m.compactions, m.compactedEntries, m.metaOverflow, m.txns, m.txnTime,
 	} {
 		if err := reg.Register(c); err != nil {

@@ -113,7 +113,12 @@ type Relay struct {
 	// payload is addToWheel's buffer for the entry it encodes (r.mu held).
 	payload []byte
 	// fires is what is left of fromWheel's current chunk (r.mu held).
-	fires     []wheelFire
+	fires []wheelFire
+	// The produce-call clock of kdelay_send_lateness_seconds (sendClock):
+	// the iteration it was read in, the reading, and calls since.
+	sendIter  time.Time
+	sendNs    int64
+	sendCalls int
 	commitAt  time.Time // at least once: when the loop last sent a commit (loop only)
 	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)

@@ -69,6 +69,17 @@ func TestExactness(t *testing.T) {
 		}
 		t.Logf("level %s: %v direct, %v via the wheel", level, direct, wheel)
 	}
+	// One sample per forwarded record in both lateness histograms; the
+	// relay's part (its produce call) lies after the due time and before
+	// the ack.
+	sendN, sendSum := histTotals(rr.r.m.sendLateness)
+	ackN, ackSum := histTotals(rr.r.m.lateness)
+	if sendN != 30 || ackN != 30 {
+		t.Errorf("lateness samples: %d at the produce call, %d at the ack, want 30 each", sendN, ackN)
+	}
+	if sendSum < 0 || sendSum > ackSum {
+		t.Errorf("lateness sums: %.4fs at the produce call, %.4fs at the ack: want 0 <= send <= ack", sendSum, ackSum)
+	}
 	for _, k := range keys {
 		for _, rc := range got[k] {
 			if rc.value != "v-"+k || rc.headers["own"] != k {
@@ -106,6 +117,20 @@ func sumCounter(c *prometheus.CounterVec) float64 {
 		}
 	}
 	return sum
+}
+
+// histTotals sums the sample counts and sums of every series of h.
+func histTotals(h *prometheus.HistogramVec) (n uint64, sum float64) {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { h.Collect(ch); close(ch) }()
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err == nil {
+			n += pb.GetHistogram().GetSampleCount()
+			sum += pb.GetHistogram().GetSampleSum()
+		}
+	}
+	return n, sum
 }
 
 // TestCascade: with levels 1s 2s 4s (wheel horizon 2s), a 20s delay cascades

@@ -363,6 +363,8 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		r.Cascaded = int(m["kdelay_records_cascaded_total"])
 		r.RelayHeapInuse = int64(m["go_memstats_heap_inuse_bytes"])
 		r.RelayCPUSeconds = m["process_cpu_seconds_total"]
+		r.RelaySendLateShare = lateShare(m, "kdelay_send_lateness_seconds")
+		r.RelayAckLateShare = lateShare(m, "kdelay_lateness_seconds")
 		r.TxnCommitted = int(m[`kdelay_transactions_total{outcome="committed"}`])
 		r.TxnAborted = int(m[`kdelay_transactions_total{outcome="aborted"}`])
 		if r.mode() == exactlyOnce && r.TxnCommitted == 0 {
@@ -373,6 +375,18 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 	r.RelayPeakRSS = rp.peakRSS()
 	r.RelayPeakAnon = rp.peakAnon.Load()
 	r.RelayPeakFile = rp.peakFile.Load()
+}
+
+// lateShare is the fraction of the samples of the relay's histogram name
+// (summed over its levels) above lateWindowMs, one of its bucket bounds; 0
+// without samples.
+func lateShare(m map[string]float64, name string) float64 {
+	n := m[name+"_count"]
+	if n == 0 {
+		return 0
+	}
+	le := sumWhere(m, name+"_bucket", `le="`+strconv.FormatFloat(lateWindowMs/1000.0, 'g', -1, 64)+`"`)
+	return (n - le) / n
 }
 
 // baseline pre-produces n records to a source topic, then pipes them to

@@ -357,3 +357,30 @@ func TestBrokerPauses(t *testing.T) {
 		t.Fatal("a missing GC log gave no error")
 	}
 }
+
+func TestLateShare(t *testing.T) {
+	text := `# TYPE kdelay_send_lateness_seconds histogram
+kdelay_send_lateness_seconds_bucket{level="1",le="0.005"} 80
+kdelay_send_lateness_seconds_bucket{level="1",le="0.01"} 90
+kdelay_send_lateness_seconds_bucket{level="1",le="+Inf"} 100
+kdelay_send_lateness_seconds_count{level="1"} 100
+kdelay_send_lateness_seconds_bucket{level="3",le="0.01"} 290
+kdelay_send_lateness_seconds_bucket{level="3",le="+Inf"} 300
+kdelay_send_lateness_seconds_count{level="3"} 300
+`
+	m, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lateShare(m, "kdelay_send_lateness_seconds"); got != 20.0/400 {
+		t.Fatalf("lateShare = %v, want %v", got, 20.0/400)
+	}
+	if got := lateShare(m, "kdelay_lateness_seconds"); got != 0 {
+		t.Fatalf("lateShare without samples = %v, want 0", got)
+	}
+	r := &result{}
+	r.fill([]delivery{{dueMs: 100, tsMs: 110}, {dueMs: 100, tsMs: 111}, {dueMs: 100, tsMs: 100}, {dueMs: 100, tsMs: 150}}, 0, 0)
+	if r.LateShare != 0.5 {
+		t.Fatalf("LateShare = %v, want 0.5 (11 and 50 ms of 4)", r.LateShare)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -116,6 +117,15 @@ type result struct {
 	// the most records later than lateWindowMs, most first: where in the
 	// run the tail of the lateness lies.
 	LateWindows []lateWindow `json:"late_windows,omitempty"`
+	// Where the records later than lateWindowMs were held, as fractions of
+	// the records forwarded: LateShare by the target's append time (the
+	// lateness above), RelaySendLateShare by the relay's produce call
+	// (kdelay_send_lateness_seconds: the relay's own part) and
+	// RelayAckLateShare by its ack (kdelay_lateness_seconds: the relay and
+	// the produce round trip). Histogram buckets, so exact at lateWindowMs.
+	LateShare          float64 `json:"late_share,omitempty"`
+	RelaySendLateShare float64 `json:"relay_send_late_share,omitempty"`
+	RelayAckLateShare  float64 `json:"relay_ack_late_share,omitempty"`
 	// BrokerPauses is what the broker's JVM paused for GC between the
 	// first due time and the last delivery (--broker-gc-log).
 	BrokerPauses *pauseSummary `json:"broker_gc_pauses,omitempty"`
@@ -247,6 +257,10 @@ func (r *result) fill(recs []delivery, dups, bad int) {
 	r.ArrivalLateness = summarize(arr)
 	if r.DueMs > 0 {
 		r.LateWindows = lateWindows(recs, r.DueMs, 5)
+	}
+	if n := len(late); n > 0 {
+		over := n - sort.SearchFloat64s(late, lateWindowMs+0.5) // whole ms: later than lateWindowMs
+		r.LateShare = float64(over) / float64(n)
 	}
 }
 
@@ -453,6 +467,9 @@ func (r *result) summary() string {
 			}
 			sb.WriteString(");")
 		}
+	}
+	if r.LateShare > 0 || r.RelaySendLateShare > 0 || r.RelayAckLateShare > 0 {
+		fmt.Fprintf(&sb, "\n   later than %dms: %.2f%% of the records at the target's append; at the relay's produce call %.2f%%, at its ack %.2f%%", lateWindowMs, 100*r.LateShare, 100*r.RelaySendLateShare, 100*r.RelayAckLateShare)
 	}
 	if p := r.BrokerPauses; p != nil {
 		fmt.Fprintf(&sb, "\n   broker GC from the first due time to the last delivery: %d pauses, %s in all, longest %s", p.Count, ms(p.TotalMs), ms(p.MaxMs))
