@@ -578,3 +578,28 @@ func TestFetchAsksLittlePerPartition(t *testing.T) {
 		t.Errorf("a fetch asked for %d bytes of one partition, want at most %d", most, fetchPartitionBytes)
 	}
 }
+
+// TestRestartFiresAtOnce: entries already due in the wheel when a relay
+// restarts go out once it has its partitions, not when its first poll
+// (begun before the assignment, so without the wheel's expiries) runs
+// out. Its polls are made to last a minute: a relay that waited for one
+// delivers them about a minute late, far past the lateness bound of a run
+// without faults.
+func TestRestartFiresAtOnce(t *testing.T) {
+	h := newHarness(t, map[string]string{"KDELAY_LEVELS": "1s 20s"}, "orders")
+	rr := h.start(nil)
+	keys := keysOf("fo", 20)
+	for _, k := range keys {
+		h.send(k, levels.Delay{Target: "orders", Delay: 2 * time.Second})
+	}
+	waitFor(t, func() bool {
+		rr.r.mu.Lock()
+		defer rr.r.mu.Unlock()
+		return rr.r.wheel != nil && rr.r.wheel.Pending() >= int64(len(keys))
+	})
+	rr.stop(t)
+	rr = h.start(nil, func(o *Options) { o.maxPoll = time.Minute })
+	got := h.collectAll(40*time.Second, keys, "orders")
+	h.report(got, keys, 0)
+	h.checkLateness(got, keys, noFaultP99)
+}
