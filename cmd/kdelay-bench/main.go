@@ -274,32 +274,41 @@ func parseModes(list string) ([]string, error) {
 	return out, nil
 }
 
+// recordTo creates path and starts a recording into it (a CPU profile, an
+// execution trace); the returned func stops it and closes the file.
+func recordTo(path string, start func(io.Writer) error, stop func()) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { stop(); f.Close() }, nil
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseOptions(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+	for _, rec := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{o.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{o.traceFile, trace.Start, trace.Stop},
+	} {
+		if rec.path == "" {
+			continue
+		}
+		stop, err := recordTo(rec.path, rec.start, rec.stop)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if o.traceFile != "" {
-		f, err := os.Create(o.traceFile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return err
-		}
-		defer trace.Stop()
+		defer stop()
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
