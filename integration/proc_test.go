@@ -196,6 +196,7 @@ func launchRelay(t *testing.T, name string, vars map[string]string, dataDir stri
 			return
 		}
 		if t.Failed() {
+			p.dumpGroupStory(80)
 			p.dumpLog(40)
 		}
 	})
@@ -290,6 +291,33 @@ func (p *relayProc) checkAlive() {
 func (p *relayProc) logText() string {
 	b, _ := os.ReadFile(p.logPath)
 	return string(b)
+}
+
+// groupStory is what dumpGroupStory keeps of a child's log: its group
+// membership and what it owned when (a duplicate forwarded by a relay
+// that did not own its partition any more shows there, where the last
+// lines have long scrolled past it).
+var groupStory = []string{
+	`"partition assigned"`, `"partitions revoked"`, `"partitions lost"`,
+	`"joined"`, `"synced"`, `stood still`, `membership`, `"commit failed"`,
+}
+
+// dumpGroupStory logs up to the last n lines of the child's log that tell
+// its group membership (groupStory), each cut to 300 bytes.
+func (p *relayProc) dumpGroupStory(n int) {
+	var story []string
+	for line := range strings.Lines(p.logText()) {
+		for _, k := range groupStory {
+			if strings.Contains(line, k) {
+				story = append(story, strings.TrimRight(line[:min(len(line), 300)], "\n"))
+				break
+			}
+		}
+	}
+	if len(story) > n {
+		story = story[len(story)-n:]
+	}
+	p.t.Logf("%s: group membership, %d lines of %s:\n%s", p.name, len(story), p.logPath, strings.Join(story, "\n"))
 }
 
 // dumpLog logs the last n lines of the child's stderr.

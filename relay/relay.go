@@ -133,6 +133,10 @@ type Relay struct {
 	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
 	confirmAt time.Time // while suspect: when to ask the coordinator again (loop only)
+	// asgGen is the group generation whose assignment the relay holds
+	// (set by onAssigned; -1 before the first). confirmMember confirms
+	// only a membership of that generation.
+	asgGen    atomic.Int32
 	maxBatch  int
 	maxBytes  int
 	metaLimit int
@@ -242,6 +246,7 @@ func New(opts Options) (*Relay, error) {
 		parts:     make(map[int32]*partState),
 		resync:    make(map[int32]int64),
 	}
+	r.asgGen.Store(-1)
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -523,7 +528,10 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			r.joined.Store(true)
 		}
 
-		if r.suspect {
+		if r.suspect && !r.now().Before(r.confirmAt) {
+			// Asked at most every confirmRetry: a poll that returns
+			// records early must not turn the check into a spin (it
+			// once asked, and forced a rejoin, 370 times in 0.2 s).
 			if r.confirmMember(work) {
 				r.suspect = false
 				r.log.Info("group membership confirmed")
@@ -750,6 +758,16 @@ func (r *Relay) confirmMember(ctx context.Context) bool {
 	if member == "" || gen < 0 {
 		return false // not in a group session: partitions come back through onAssigned
 	}
+	if held := r.asgGen.Load(); gen != held {
+		// A rejoin is under way (the client learns the new generation
+		// from JoinGroup, before its assignment): the partitions held
+		// are generation held's, and the new one may have given them
+		// to another relay. Its Heartbeat would be answered "no
+		// error" while the group completes the rebalance, so asking
+		// proves nothing; onAssigned (after the revoke of what was
+		// lost) brings the generation to confirm.
+		return false
+	}
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Group, req.MemberID, req.Generation = r.cfg.Group, member, gen
 	if r.cfg.InstanceID != "" {
@@ -910,6 +928,10 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 	committed, known := r.fetchCommitted(ctx, cl)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Every session calls onAssigned, whatever it adds, after the revoke
+	// of what it lost: what r.parts holds from here is this generation's.
+	_, gen := cl.GroupMetadata()
+	r.asgGen.Store(gen)
 	if !r.firstAsg {
 		// Entries of partitions not given back to us belong to their new
 		// owner, who re-reads them from Kafka.
