@@ -751,10 +751,8 @@ func (r *Relay) updatePauses() {
 // still before it handled a single record has nothing to lose, but what
 // it would forward the new owner forwards too (it once went on unasked,
 // and the woken zombie duplicated every record of its old partitions).
-// Only the generation whose assignment the relay holds (asgGen) is asked:
-// for it, a rebalance in progress confirms the membership (the member
-// keeps its partitions until it revokes them, after this iteration); a
-// newer one, joined but not yet assigned, is never confirmed.
+// A rebalance in progress confirms the membership: the member keeps its
+// partitions until it revokes them, after this iteration.
 func (r *Relay) confirmMember(ctx context.Context) bool {
 	member, gen := r.cl.GroupMetadata()
 	if member == "" || gen < 0 {
