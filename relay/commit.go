@@ -94,10 +94,11 @@ func (r *Relay) doneFromMetadata(p int32, done offsetmap.Set) {
 
 // commitReq is one partition's commit.
 type commitReq struct {
-	at   kgo.EpochOffset
-	end  int64         // every offset below end is done or listed open in meta
-	meta string        // the commit metadata
-	done offsetmap.Set // the done set in meta (empty when left out)
+	at      kgo.EpochOffset
+	end     int64         // every offset below end is done or listed open in meta
+	meta    string        // the commit metadata
+	settled uint64        // the partition's settled count when it was computed
+	done    offsetmap.Set // the done set in meta (empty when left out)
 }
 
 // commitOffsets returns, for each owned partition whose commit or done set
@@ -129,11 +130,11 @@ func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 			// and forward those records again.
 			end = ps.known.End
 		}
-		if !all && off <= ps.commit && end <= ps.commitEnd && !ps.dirty {
+		if !all && off <= ps.commit && end <= ps.commitEnd && ps.settled == ps.committedAt {
 			continue
 		}
 		md, done := r.metadata(p, ps, off, end)
-		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: md, done: done}
+		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: md, done: done, settled: ps.settled}
 	}
 	return out
 }
@@ -274,7 +275,7 @@ func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
 		if ps := r.parts[p]; ps != nil {
 			ps.commit = max(ps.commit, c.at.Offset)
 			ps.commitEnd = max(ps.commitEnd, c.end)
-			ps.dirty = false
+			ps.committedAt = max(ps.committedAt, c.settled)
 			ps.doneSet = c.done
 		}
 	}

@@ -107,7 +107,7 @@ func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
 	// others were skipped as done.
 	ps.handled = 8
 	ps.retries = []*item{{part: 1, offset: 3}}
-	ps.dirty = true
+	ps.settled = 1
 	r.parts[1] = ps
 	reqs := r.commitOffsetsAll(false)
 	c, ok := reqs[1]
@@ -125,6 +125,48 @@ func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
 		if want := o != 3 && o != 12; got.Done(o) != want {
 			t.Errorf("offset %d: done=%v in the committed set %+v, want %v", o, got.Done(o), got, want)
 		}
+	}
+}
+
+// TestSettleDuringCommitIsCommitted: a record that lands while the
+// committer's commit is in flight (its offsets and done set computed
+// before, the record still open in them) is committed done by the next
+// commit, whoever makes it (the loop's next, a revoke's, the shutdown's).
+// The commit's return once marked the partition clean whatever had
+// settled meanwhile: a revoke then committed nothing new and the next
+// owner forwarded the record again (TestRelaysOneKilled/at-least-once on
+// the real broker: relay-c forwarded 3/27 again 0.8 s after relay-a).
+func TestSettleDuringCommitIsCommitted(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	r := &Relay{parts: map[int32]*partState{}, metaLimit: DefaultMetadataLimit, m: m, now: func() time.Time { return now }}
+	// Read up to 8: 3 is being retried (it holds the commit at 3), 5 is
+	// in flight, the others are done.
+	ps := &partState{p: 1, level: 2, commit: -1, commitEnd: -1, handled: 8, catchUp: -1, settled: 1}
+	ps.retries = []*item{{part: 1, offset: 3, kind: kForward, level: 2, nextTry: now.Add(time.Hour)}}
+	five := &item{part: 1, offset: 5, kind: kForward, level: 2}
+	ps.flight = []*item{five}
+	r.parts[1] = ps
+	inFlight := r.commitOffsetsAll(false) // the committer's commit, 5 open in it
+	if c, ok := inFlight[1]; !ok || c.done.Done(5) {
+		t.Fatalf("the first commit %+v: want one for partition 1 with 5 open", inFlight)
+	}
+	five.finished.Store(true) // 5 lands while that commit is in flight
+	r.finish(nil, false)
+	r.committed(inFlight, nil) // the commit returns
+	next, ok := r.commitOffsetsAll(false)[1]
+	if !ok {
+		t.Fatal("no commit after record 5 landed: the group never learns that it is done, and its next owner forwards it again")
+	}
+	got, ok, err := doneOfMetadata(next.meta, next.at.Offset)
+	if err != nil || !ok {
+		t.Fatalf("no done set in the metadata %q: %v", next.meta, err)
+	}
+	if next.at.Offset != 3 || !got.Done(5) || got.Done(3) {
+		t.Errorf("next commit at %d with done set %+v: want at 3, 5 done, 3 open", next.at.Offset, got)
 	}
 }
 

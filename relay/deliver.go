@@ -709,7 +709,7 @@ func (r *Relay) finish(b []*item, flush bool) {
 	}
 	for _, it := range settled {
 		if ps := r.parts[it.part]; ps != nil {
-			ps.dirty = true
+			ps.settled++
 		}
 		switch it.kind {
 		case kForward, kFire:

@@ -198,10 +198,14 @@ type partState struct {
 	catchUp int64
 	fired   map[int64]struct{}
 
-	commitEnd int64         // end of the done set last committed
-	dirty     bool          // records settled since the last commit: the done set changed
-	doneSet   offsetmap.Set // the done set of the last commit (what a resync may skip)
-	known     offsetmap.Set // done above the commit, from the commit metadata
+	commitEnd int64 // end of the done set last committed
+	// settled counts the records settled (each may change the done set);
+	// committedAt is its value when the last commit that went through
+	// was computed. They differ while something settled is uncommitted,
+	// also when it settled during that commit's round trip.
+	settled, committedAt uint64
+	doneSet              offsetmap.Set // the done set of the last commit (what a resync may skip)
+	known                offsetmap.Set // done above the commit, from the commit metadata
 }
 
 // pop removes the queue's head.
@@ -1134,10 +1138,12 @@ func (r *Relay) handOver(ctx context.Context, ps []int32) {
 	t := time.NewTimer(handOverWait)
 	defer t.Stop()
 wait:
-	for _, g := range groups {
+	for i, g := range groups {
 		select {
 		case <-g.done:
 		case <-t.C:
+			r.log.Warn("revoke: produces still in flight after the hand-over wait; the next owner may deliver their records again",
+				"partitions", ps, "batches_in_flight", len(groups)-i, "waited", handOverWait.String())
 			break wait
 		case <-ctx.Done():
 			break wait
