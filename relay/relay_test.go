@@ -584,7 +584,10 @@ func TestFetchAsksLittlePerPartition(t *testing.T) {
 // (begun before the assignment, so without the wheel's expiries) runs
 // out. Its polls are made to last 20 s: a relay that waited for one
 // delivers them about 18 s late, far past the lateness bound of a run
-// without faults.
+// without faults. The restarted relay's SyncGroup is held until its loop
+// polls, so that the assignment always lands in a poll begun before it
+// (an assignment taken up before the first poll let mutant 23 survive
+// in a CI run).
 func TestRestartFiresAtOnce(t *testing.T) {
 	h := newHarness(t, map[string]string{"KDELAY_LEVELS": "1s 20s"}, "orders")
 	rr := h.start(nil)
@@ -598,7 +601,28 @@ func TestRestartFiresAtOnce(t *testing.T) {
 		return rr.r.wheel != nil && rr.r.wheel.Pending() >= int64(len(keys))
 	})
 	rr.stop(t)
+	var next sync.Map // "rr": the restarted relay, once started
+	polling := func() bool {
+		v, ok := next.Load("rr")
+		if !ok {
+			return false
+		}
+		r := v.(*relayRun).r
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.pollCancel != nil
+	}
+	h.c.ControlKey(int16(kmsg.SyncGroup), func(kmsg.Request) (kmsg.Response, error, bool) {
+		h.c.SleepControl(func() {
+			for deadline := time.Now().Add(30 * time.Second); !polling() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond) // polling a condition the relay exposes
+			}
+		})
+		h.c.DropControl()
+		return nil, nil, false
+	})
 	rr = h.start(nil, func(o *Options) { o.maxPoll = 20 * time.Second })
+	next.Store("rr", rr)
 	got := h.collectAll(40*time.Second, keys, "orders")
 	h.report(got, keys, 0)
 	h.checkLateness(got, keys, noFaultP99)
