@@ -8,7 +8,7 @@ import (
 )
 
 // TestLimitEdges loads each bounded setting at the last value accepted and
-// the first refused (go-gremlins' boundary mutants, see docs/ci.md,
+// the first refused (go-gremlins' boundary mutants, see docs/dev/ci.md,
 // "Mutation testing"). A refusal must name the variable.
 func TestLimitEdges(t *testing.T) {
 	for _, tc := range []struct {

@@ -18,7 +18,7 @@ import (
 
 // noFaultP99 bounds the p99 lateness (forwarded timestamp - due time) of a
 // scenario without faults. Real-broker runs measure 8-120 ms on an idle
-// machine (docs/integration.md) and up to 409 ms (TestScaledLevels) with
+// machine (docs/dev/testing.md) and up to 409 ms (TestScaledLevels) with
 // -race on two cores shared with other work: the bound leaves room for that
 // and still catches a wheel or a level that fires seconds late.
 const noFaultP99 = time.Second
@@ -49,7 +49,7 @@ type committedState struct {
 func (c committedState) covers(o int64) bool { return o < c.offset || c.done.Done(o) }
 
 // commitMetaPrefix and commitMetaDone are the documented form of the
-// relay's commit metadata (relay/commit.go; DESIGN, docs/design.md):
+// relay's commit metadata (relay/commit.go, docs/architecture.md):
 //
 //	kdelay/1 levels=<table> / <k>[;done=<offsetmap>]
 const (

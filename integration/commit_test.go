@@ -18,7 +18,6 @@ import (
 // partition receives its last records, then accepts them again. The records
 // are delivered, and the relay must then commit them although no new record
 // comes to that partition: the lag drains (waitSettled, stuckCommit).
-// Before 505d2bb the committed offset stayed behind for good.
 func TestCommitRefusedThenIdle(t *testing.T) {
 	t.Parallel()
 	if suite.kfake == nil {

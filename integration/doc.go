@@ -1,14 +1,14 @@
 // Package integration holds kdelay's end-to-end tests: they run the real
 // kdelay binary (built once per test binary from ./cmd/kdelay, with -race
 // when the tests have it) as child processes against a Kafka broker, and
-// check DESIGN.md §5's guarantees from outside, the way an operator sees
+// check the guarantees of docs/guarantees.md from outside, the way an operator sees
 // them: every record delivered, none early, duplicates counted.
 //
 // The broker, in this order:
 //
 //  1. KDELAY_TEST_BROKERS (comma-separated host:port seeds): a real
 //     cluster. In CI, one Apache Kafka node started from the
-//     Maven-resolved jars by .ci/kafka.sh (see docs/ci.md);
+//     Maven-resolved jars by .ci/kafka.sh (see docs/dev/ci.md);
 //     KDELAY_KAFKA_CTL (.ci/kafka.sh) lets the broker-restart tests restart
 //     it.
 //  2. KDELAY_TEST_DOCKER=1: a pinned Kafka image started by
@@ -18,7 +18,7 @@
 //  3. Otherwise an in-process kfake cluster started by TestMain; the
 //     relay children connect to its address.
 //
-// Two more tiers carry the build tag cluster (docs/ci.md, .ci/cluster.sh):
+// Two more tiers carry the build tag cluster (docs/dev/ci.md, .ci/cluster.sh):
 // cluster_test.go, failover of a three-broker cluster (KDELAY_TEST_CLUSTER=3,
 // .ci/kafka.sh start --brokers 3) under a steady load, and security_test.go,
 // a broker with SASL_SSL, mutual TLS and ACLs that the test starts itself
@@ -40,6 +40,6 @@
 // by scenario and mode, as one table at the end. The fault scenarios of
 // faultmodes_test.go run in both delivery modes: exactly-once allows no
 // duplicate, at-least-once only records in flight at the fault
-// (checkInFlight). docs/integration.md lists the scenarios, how to run
+// (checkInFlight). docs/dev/testing.md lists the scenarios, how to run
 // each tier, and the figures of a real-broker run.
 package integration

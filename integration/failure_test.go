@@ -15,7 +15,7 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
-// The failure paths of issue 11 on the real broker, through the kdelay
+// The failure paths of docs/operations.md on the real broker, through the kdelay
 // binary, as a user meets them: bad records end in the dead-letter topic
 // with their reason, every other record arrives, none early, none lost,
 // and the relay keeps running or exits saying why.

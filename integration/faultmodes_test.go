@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The fault scenarios of issue 12 (point 3), each written once and run as
+// The fault scenarios, each written once and run as
 // a table over the two delivery modes (KDELAY_DELIVERY): kill -9 mid-batch
 // with and without the data directory, a graceful restart, two relays and
 // a third with one killed, a zombie relay (SIGSTOP past the session

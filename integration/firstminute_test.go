@@ -17,7 +17,7 @@ import (
 // TestFirstMinute (default 20).
 const envFirstMinuteRuns = "KDELAY_TEST_FIRST_MINUTE_RUNS"
 
-// TestFirstMinute is a new user's first minute (issue 15): `kdelay topic
+// TestFirstMinute is a new user's first minute: `kdelay topic
 // create` on fresh topic names, then at once `kdelay run`, many times. The
 // relay must start and become ready every time. Odd rounds run with
 // KDELAY_MISSING_TOPIC_GRACE=0, so they hold only if `topic create` itself

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// Environment variables of the suite (see docs/integration.md).
+// Environment variables of the suite (see docs/dev/testing.md).
 const (
 	// envDocker=1 opts into tier 4: a Kafka container started by
 	// testcontainers-go from the nested module integration/containers.

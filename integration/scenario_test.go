@@ -423,13 +423,12 @@ func (s *scenario) waitSettled(timeout time.Duration, relays ...*relayProc) {
 	}
 }
 
-// tolerateStuckCommit: until 505d2bb the relay committed a partition only
-// when a batch touched it, so after a refused commit, or a restart whose
-// handled mark was past the committed offset (kill -9 between the wheel
-// flush and the commit), a partition that got no more records kept its
-// committed offset behind records already forwarded: a lag that never
-// drained, nothing lost. Fixed; true would only log such a lag (a RELAY BUG
-// line) when every record behind it has arrived, instead of failing.
+// tolerateStuckCommit: a partition that gets no more records after a
+// refused commit, or after a restart whose handled mark was past the
+// committed offset (kill -9 between the wheel flush and the commit), must
+// still have its committed offset moved past records already forwarded.
+// True would only log such a lag (a RELAY BUG line) when every record
+// behind it has arrived, instead of failing.
 const tolerateStuckCommit = false
 
 // stuckCommit reads the records between the committed offset and the end

@@ -38,7 +38,7 @@ import (
 // once it has generated the certificates (crypto/x509). The test's own
 // clients use the broker's PLAINTEXT listener, a super user there; the
 // relays use the secured listeners as User:kdelay, whose ACLs are the
-// ones docs/deploy.md lists, applied with Kafka's own kafka-acls.
+// ones docs/operations.md lists, applied with Kafka's own kafka-acls.
 //
 //	KDELAY_TEST_SECURITY=1 KDELAY_KAFKA_CTL=$PWD/.ci/kafka.sh \
 //	  go test -tags cluster -race -count=1 -v -run '^TestSecurity' ./integration/
@@ -145,7 +145,7 @@ func (b *secureBroker) ctlRun(timeout time.Duration, args ...string) string {
 	return out
 }
 
-// grantRelay applies the ACLs the relay needs (docs/deploy.md, "Production
+// grantRelay applies the ACLs the relay needs (docs/operations.md, "Production
 // Kafka") for scenario s, with writes allowed to the given targets only.
 func (b *secureBroker) grantRelay(t *testing.T, s *scenario, targets ...string) {
 	t.Helper()

@@ -12,7 +12,7 @@ import (
 
 // Tests at the exact edges of every limit of the contract: the last value
 // accepted and the first refused (go-gremlins' boundary mutants, see
-// docs/ci.md, "Mutation testing").
+// docs/dev/ci.md, "Mutation testing").
 
 func TestValidTopicNameEdges(t *testing.T) {
 	for _, tc := range []struct {

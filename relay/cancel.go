@@ -14,7 +14,7 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
-// Cancels (issue 13). Every relay reads the whole cancel topic into a
+// Cancels. Every relay reads the whole cancel topic into a
 // cancel.Set before it takes part in the group, and keeps it current. A
 // record with a kdelay-id is checked against the set before it is
 // forwarded, put into the wheel, cascaded or retried; a cancelled record is
@@ -159,9 +159,9 @@ func (r *Relay) held(due, now time.Time) (time.Time, bool) {
 
 // fireWake is when the loop must wake for a wheel expiry at t: t, or, while
 // the barrier holds t, holdRetry from now at the latest if that is later
-// (the poll is cut short when the barrier moves). It used to add holdRetry
-// to every expiry less than holdRetry away, barrier or not: a steady due
-// rate was woken every 10ms, and each fire was up to 10ms late. r.mu is held.
+// (the poll is cut short when the barrier moves). An expiry the barrier
+// does not hold wakes the loop at t exactly, so it is not late. r.mu is
+// held.
 func (r *Relay) fireWake(t, now time.Time) time.Time {
 	if wait, ok := r.held(t, now); ok && t.Before(wait) {
 		return wait

@@ -15,8 +15,8 @@ import (
 	"github.com/kdelay/kdelay/offsetmap"
 )
 
-// The commit of a partition is the lowest offset not yet done (DESIGN
-// §3). Its metadata says two more things, so that any next owner of the
+// The commit of a partition is the lowest offset not yet done
+// (docs/architecture.md). Its metadata says two more things, so that any next owner of the
 // partition, with or without this relay's data directory, knows them:
 //
 //	kdelay/1 levels=<table> / <k>[;done=<offsetmap>]

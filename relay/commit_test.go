@@ -67,7 +67,7 @@ func doneSetRun(t *testing.T, limit int) (dups int, overflow float64) {
 	return dups, overflow
 }
 
-// TestDoneSetTravels (issue 12.1): what was done above the committed
+// TestDoneSetTravels: what was done above the committed
 // offset travels in the commit metadata, so a relay without the data
 // directory delivers none of it again.
 func TestDoneSetTravels(t *testing.T) {
@@ -90,10 +90,9 @@ func TestDoneSetOverflow(t *testing.T) {
 // TestCommitKeepsTheKnownDoneSet: a partition read again from its commit
 // (a resync after an aborted transaction, a new owner) skips what the
 // commit's done set says is done. A commit made while that re-read is only
-// part way must still carry the rest of the set: it once carried the done
-// set up to the re-read records only, and the next resync forwarded the
-// rest again (exactly-once: a duplicate consumers saw; TestRelaysOneKilled
-// on kfake, about one run in fifteen).
+// part way must still carry the rest of the set; a set cut at the re-read
+// records makes the next resync forward the rest again (exactly-once: a
+// duplicate consumers see; TestRelaysOneKilled on kfake).
 func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
 	m, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -200,7 +199,7 @@ func (c *countedSyncer) Sync() error {
 	return err
 }
 
-// TestCommitAfterWheelSync (DESIGN §3, at least once with
+// TestCommitAfterWheelSync (docs/architecture.md, at least once with
 // KDELAY_WHEEL_SYNC=batch): an offset commit of the delay topic reaches the
 // broker only once the fsync of every wheel write before it has returned,
 // so no commit runs ahead of the wheel's disk (a power loss would lose the

@@ -49,7 +49,8 @@ type policy struct {
 	horizon time.Duration
 }
 
-// decide applies DESIGN.md §3 to one record of a partition of level.
+// decide applies the relay's rule (docs/architecture.md) to one record of a
+// partition of level.
 // Records that break the contract are dead-lettered at once; the others wait
 // for their partition's level time (record timestamp + level duration),
 // then go out if due, into the wheel if due within the horizon, or back to

@@ -26,7 +26,7 @@ func testPolicy(t *testing.T, env map[string]string) *policy {
 	return &policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon}
 }
 
-// TestDecide walks DESIGN.md §3 with the time passed in: wait until the
+// TestDecide walks the relay's rule with the time passed in: wait until the
 // level time, then forward, wheel or cascade by the remaining wait.
 func TestDecide(t *testing.T) {
 	p := testPolicy(t, nil) // horizon = max gap = 4s

@@ -60,22 +60,18 @@ type item struct {
 }
 
 // While wheel entries come due within fireSoon, an iteration takes at most
-// headsWhileFiring queue heads. Deciding a head costs a few microseconds (a
-// wheel add is most of it); a full batch of 4096 heads read at their level
-// time, at once, held every entry due meanwhile for 10-15ms.
+// headsWhileFiring queue heads, because deciding a full batch of heads at
+// once would hold every entry due meanwhile.
 const (
 	fireSoon         = 10 * time.Millisecond
 	headsWhileFiring = 512
 )
 
 // readAhead is how long before their level time records are read into the
-// wheel (policy.decide). 1,000,000 records produced 3 s before the first
-// came due (50k/s for 20 s) were read at 150-200k records/s once their
-// level time came, so the first seconds of them went out seconds late
-// (p99 2.96 and 6.18 s in two runs); read 2 s ahead, 0.1-1.75 s; 5 s
-// ahead, 39-71 ms in four runs (docs/benchmarks.md). The cost: records
-// of the level path take the wheel path (a write to the data directory;
-// it holds the commit back until it fires) for up to readAhead.
+// wheel (policy.decide), because a burst read only at its level time goes
+// out late by the time it takes to read it (docs/benchmarks.md). The cost:
+// records of the level path take the wheel path (a write to the data
+// directory; it holds the commit back until it fires) for up to readAhead.
 const readAhead = 5 * time.Second
 
 // Backoff bounds of a failing record's retries.
@@ -296,9 +292,9 @@ type wheelFire struct {
 }
 
 // fireChunk is how many wheelFires one allocation holds (64 of 928 bytes:
-// 58 KiB). Allocated one by one, a wheelFire cost about a tenth of the
-// loop's CPU per fired record in a 1 KB burst (a 1 KiB object with
-// pointers: zeroed, typed and swept each); a chunk is zeroed in one go. A
+// 58 KiB), because one allocation per wheelFire (a 1 KiB object with
+// pointers: zeroed, typed and swept each) costs the loop's CPU per fired
+// record; a chunk is zeroed in one go. A
 // chunk stays in memory while one of its items does: an item lives until
 // its partition's commit passes it, usually a few iterations, so mostly
 // the chunks of the records in flight are held; a record set aside for
@@ -477,10 +473,8 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 }
 
 // sendClockEvery is how many produce calls of one iteration share a
-// reading of the clock for kdelay_send_lateness_seconds: a reading costs
-// about 55 ns, 1.5 % of the loop's 3.8 µs per fired record, and 32 calls
-// take about a tenth of a millisecond, the histogram's finest bucket being
-// one millisecond.
+// reading of the clock for kdelay_send_lateness_seconds, because 32 calls
+// take far less than the histogram's finest bucket (one millisecond).
 const sendClockEvery = 32
 
 // sendClock returns the time of a produce call in iteration iter, unix

@@ -26,8 +26,8 @@ import (
 	"github.com/kdelay/kdelay/wheel"
 )
 
-// The tests of this file break something under a running relay (issue 11's
-// failure paths) and check, as a user would: bad records end in the
+// The tests of this file break something under a running relay (the
+// failure table of docs/operations.md) and check, as a user would: bad records end in the
 // dead-letter topic with their reason, every other record arrives, none
 // early, none lost, and the relay keeps running or says why it stopped.
 
@@ -42,7 +42,7 @@ func (h *harness) produceOld(key string, partition int32, age time.Duration, kv 
 	return h.produce(r)
 }
 
-// TestOldUndeliverable (issue 11.1): records hours old that cannot be
+// TestOldUndeliverable: records hours old that cannot be
 // delivered (missing target, refused target, missing target partition) are
 // dead-lettered with their reason and their original timestamp, and do not
 // stop anything: the records written after them arrive.
@@ -90,7 +90,7 @@ func TestOldUndeliverable(t *testing.T) {
 	h.report(got, want, 0)
 }
 
-// TestIsolation (issue 11.2): while records for a missing target are
+// TestIsolation: while records for a missing target are
 // retried, every other record, on its level and on the others, keeps
 // flowing on time; the missing-target records end as dead letters.
 func TestIsolation(t *testing.T) {
@@ -249,7 +249,7 @@ func faultyWheels(first func(*faultyStore)) (func(*Options), *atomic.Int64) {
 	}), &opened
 }
 
-// TestWheelFull (issue 11.3, injected): the wheel's disk fills up while
+// TestWheelFull (injected): the wheel's disk fills up while
 // records wait in it; the relay discards the wheel, re-reads its partitions
 // from their commits, cascades waits through Kafka until a new wheel opens,
 // and delivers everything, none early.
@@ -270,7 +270,7 @@ func TestWheelFull(t *testing.T) {
 	t.Logf("wheels opened: %d, resets: %v", opened.Load(), testutil.ToFloat64(rr.r.m.wheelResets))
 }
 
-// TestWheelDamaged (issue 11.7): an entry behind a damaged record is never
+// TestWheelDamaged: an entry behind a damaged record is never
 // handed out; the relay sees the wheel's damage count grow, discards the
 // wheel and re-reads the partition, so the record still arrives.
 func TestWheelDamaged(t *testing.T) {
@@ -288,7 +288,7 @@ func TestWheelDamaged(t *testing.T) {
 	}
 }
 
-// TestDiskFull (issue 11.3, real disk): the data directory is a 4 MiB
+// TestDiskFull (real disk): the data directory is a 4 MiB
 // tmpfs and 8 MB of records wait in the wheel. Nothing lost, nothing
 // early, delivery goes on. Needs root (mount).
 func TestDiskFull(t *testing.T) {
@@ -332,7 +332,7 @@ func mountTmpfs(t *testing.T, size string) string {
 	return filepath.Join(dir, "data")
 }
 
-// TestTopicRecreated (issue 11.4): the delay topic is deleted and created
+// TestTopicRecreated: the delay topic is deleted and created
 // again under a running relay. The relay stops with ErrTopicRecreated; the
 // next one, on the same data directory, discards the old wheel and its
 // watermarks and delivers every record of the new topic.
@@ -389,7 +389,7 @@ func partitionSet(n int32) map[int32]struct{} {
 	return ps
 }
 
-// TestLevelTableChanged (issue 11.5): records written under one level
+// TestLevelTableChanged: records written under one level
 // table are pending; a relay with another table refuses to start (found in
 // the data directory, and after the data directory is lost, in the
 // group's commit metadata), unless KDELAY_ALLOW_LEVEL_CHANGE. Back on the
@@ -455,7 +455,7 @@ func TestLevelTableChanged(t *testing.T) {
 	h.report(got, keys, 0)
 }
 
-// TestAbortedTransaction (issue 11.6): a record written in an aborted
+// TestAbortedTransaction: a record written in an aborted
 // transaction is never delivered; committed ones are.
 func TestAbortedTransaction(t *testing.T) {
 	h := newHarness(t, nil, "orders")
@@ -497,7 +497,7 @@ func TestAbortedTransaction(t *testing.T) {
 	h.report(got, []string{"committed"}, 0)
 }
 
-// TestShutdownWithHeldCascade (issue 11.7): a cascade (a record with a
+// TestShutdownWithHeldCascade: a cascade (a record with a
 // chosen partition) whose produce hangs does not stretch the shutdown past
 // KDELAY_SHUTDOWN_TIMEOUT, and the wheel is closed.
 func TestShutdownWithHeldCascade(t *testing.T) {
@@ -641,9 +641,9 @@ func TestDeadLetterTopicFailing(t *testing.T) {
 // TestConfirmMemberAsksTheCoordinator: a loop that stood still past the
 // session timeout forwards nothing until confirmMember says it is still a
 // member, and confirmMember must ask the group coordinator even when the
-// relay has nothing to commit (here: no record read yet). It once answered
-// yes unasked, and a zombie woken before its first commit forwarded again
-// every record the new owner had forwarded (TestZombie, real broker).
+// relay has nothing to commit (here: no record read yet). Answering yes
+// unasked lets a zombie woken before its first commit forward again every
+// record the new owner forwarded (TestZombie, real broker).
 func TestConfirmMemberAsksTheCoordinator(t *testing.T) {
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
@@ -678,10 +678,9 @@ func TestConfirmMemberAsksTheCoordinator(t *testing.T) {
 // group completes the rebalance), but the partitions the relay still holds
 // are the old generation's: the new one may have given them to another
 // relay. confirmMember must not confirm before the new generation's
-// assignment has been taken up (onAssigned). It once did, and the zombie
-// forwarded its wheel's due entries of partitions the other relay had
-// taken over (TestZombie at-least-once on kfake under CI load: 361
-// duplicates).
+// assignment has been taken up (onAssigned); otherwise the zombie forwards
+// its wheel's due entries of partitions the other relay has taken over
+// (TestZombie at-least-once on kfake under CI load).
 func TestConfirmMemberWaitsForTheNewAssignment(t *testing.T) {
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)

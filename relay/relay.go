@@ -1,7 +1,7 @@
 // Package relay is kdelay's engine: a consumer-group member on the delay
 // topic that forwards every record to its target topic when it is due.
 //
-// One goroutine runs the loop of DESIGN.md §3. Each iteration it polls the
+// One goroutine runs the loop (docs/architecture.md). Each iteration it polls the
 // delay topic (until the next wake-up at most), appends the records to their
 // partition's queue, then collects what can go now:
 //
@@ -534,8 +534,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 
 		if r.suspect && !r.now().Before(r.confirmAt) {
 			// Asked at most every confirmRetry: a poll that returns
-			// records early must not turn the check into a spin (it
-			// once asked, and forced a rejoin, 370 times in 0.2 s).
+			// records early must not turn the check into a spin.
 			if r.confirmMember(work) {
 				r.suspect = false
 				r.log.Info("group membership confirmed")
@@ -753,8 +752,8 @@ func (r *Relay) updatePauses() {
 //
 // It asks even when the relay has nothing to commit: a relay that stood
 // still before it handled a single record has nothing to lose, but what
-// it would forward the new owner forwards too (it once went on unasked,
-// and the woken zombie duplicated every record of its old partitions).
+// it would forward the new owner forwards too (a woken zombie going on
+// unasked would duplicate every record of its old partitions).
 // A rebalance in progress confirms the membership: the member keeps its
 // partitions until it revokes them, after this iteration.
 func (r *Relay) confirmMember(ctx context.Context) bool {
@@ -803,9 +802,7 @@ const heartbeatInterval = 3 * time.Second
 // it is still a member. The coordinator expels a member a session timeout
 // after its last heartbeat, which can be up to a heartbeat interval before
 // the loop stopped: a freeze of the session timeout minus that interval
-// can already cost the partitions (TestZombie on the real broker: a relay
-// frozen 5.7s with a 6s session timeout was expelled and, unasked,
-// forwarded again what the new owner had). Asking costs one Heartbeat
+// can already cost the partitions (TestZombie). Asking costs one Heartbeat
 // round trip, so the bound errs low: minus another second, at least 1s.
 func (r *Relay) standStill() time.Duration {
 	return max(r.cfg.SessionTimeout-heartbeatInterval-time.Second, time.Second)
@@ -820,12 +817,10 @@ const confirmRetry = 100 * time.Millisecond
 const handOverWait = 5 * time.Second
 
 // commitEvery is the shortest time between two offset commits of the loop,
-// at least once. A commit is a round trip the loop waits for; at a steady
-// due rate one per iteration (hundreds a second at 50k records/s) made the
-// commit the loop's largest phase and held every record due meanwhile. A
-// crash re-delivers what was forwarded since the last commit, as before:
-// up to commitEvery more of it. Revokes, membership checks and shutdown
-// commit at once.
+// at least once. A commit is a round trip the loop waits for, so one per
+// iteration would hold every record due meanwhile. A crash re-delivers
+// what was forwarded since the last commit: up to commitEvery of it.
+// Revokes, membership checks and shutdown commit at once.
 const commitEvery = 100 * time.Millisecond
 
 // slowProduce is how long a produce may be in flight before the relay
@@ -836,10 +831,9 @@ const slowProduce = 5 * time.Second
 // returns at least one whole batch, however large, so a larger record is
 // still read). franz-go's default is 1 MiB. A fetched record keeps the
 // whole response or decompressed batch it was read from alive until the
-// relay lets it go, and a relay ingesting as fast as it can held 60-70 MB
-// of them with 1 MiB: a peak RSS of 145 MB while 1M records were written
-// to the wheel. With 128 KiB the peak is under 64 MB and the throughput
-// as before, within the runs' spread (docs/benchmarks.md).
+// relay lets it go, so a smaller fetch bounds the memory of a relay
+// ingesting as fast as it can at no cost in throughput
+// (docs/benchmarks.md).
 const fetchPartitionBytes = 128 << 10
 
 // queueCap bounds the records held per partition before it is paused.
@@ -950,9 +944,8 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 	// The poll this runs in was given its deadline before the assignment
 	// (up to maxPoll away when nothing waited, and the wheel's expiries
 	// are not looked at before the first assignment): end it, so that the
-	// loop looks again now. After a restart the wheel's due entries went
-	// out up to a second late (the bench's recovery: 1.24 s from the
-	// restart to the first delivery, 0.17 s of it to ready).
+	// loop looks again now: after a restart the wheel's due entries would
+	// otherwise go out up to a second late.
 	if r.pollCancel != nil {
 		r.pollCancel()
 	}
@@ -1091,7 +1084,7 @@ func (r *Relay) applyResync() map[int32]bool {
 // adjustStart starts each newly assigned partition where onAssigned found
 // that the local state reaches (r.resync: handled+1, past the committed
 // offset when the wheel holds or did everything between), so that the
-// first fetch does not read records only to seek past them (docs/design.md).
+// first fetch does not read records only to seek past them (docs/architecture.md).
 // franz-go calls it after OnPartitionsAssigned, before fetching
 // (kgo.AdjustFetchOffsetsFn); entries it does not consume stay in r.resync
 // for applyResync.

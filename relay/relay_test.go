@@ -538,8 +538,8 @@ func TestRestartStartsPastWheel(t *testing.T) {
 
 // TestFetchAsksLittlePerPartition: the relay's fetches of the delay topic
 // ask for at most fetchPartitionBytes per partition (franz-go's default, 1
-// MiB, kept 60-70 MB of fetched batches alive while the relay read a
-// pre-load at full speed: docs/design.md "Small fetches").
+// MiB, keeps far more fetched batches alive while the relay reads a
+// pre-load at full speed: docs/architecture.md).
 func TestFetchAsksLittlePerPartition(t *testing.T) {
 	h := newHarness(t, nil, "orders")
 	isDelay := h.isTopic(h.cfg.Topic)

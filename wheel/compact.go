@@ -78,9 +78,8 @@ type compactJob struct {
 //     each in due order, read in turn a fetched batch at a time. Their
 //     ticks lie in one run per stretch that covers them, and consecutive
 //     ticks lie next to each other, which is what compaction would make of
-//     them; sparse due times there (chains shorter than groupedChain) were
-//     compacted before for nothing (the bench's recovery pre-load: four
-//     partitions in turn, a whole 64 MiB segment read for each compaction).
+//     them; compacting sparse due times there (chains shorter than
+//     groupedChain) would read a whole segment for nothing.
 //
 // Random due times make runs of one entry and stretches of two: those
 // segments are compacted, and there the copy puts the entries of

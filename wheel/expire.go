@@ -387,12 +387,11 @@ func (w *Wheel) scan(t int64) error {
 	return nil
 }
 
-// releaseEvery is how many scans go by between two releaseMapped (256:
-// at 10M pending, 3 % less Expire CPU than 64, the same RSS, as a release
-// covers whole 2 MiB blocks anyway); releaseBytes how much may be read
-// through the mappings in between (a burst: one tick of a million 1 KiB
-// entries read every segment whole before its releaseEvery-th scan came,
-// and the process's RSS grew by the whole wheel).
+// releaseEvery is how many scans go by between two releaseMapped (rarer
+// releases cost less Expire CPU and no RSS, as a release covers whole 2 MiB
+// blocks anyway); releaseBytes how much may be read through the mappings in
+// between, because a burst can read every segment whole within fewer scans
+// and grow the process's RSS by the whole wheel.
 const (
 	releaseEvery = 256
 	releaseBytes = 32 << 20

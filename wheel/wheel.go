@@ -248,7 +248,7 @@ func (w *Wheel) problem(format string, args ...any) {
 func (w *Wheel) Corrupt() int64 { return w.corrupt }
 
 // Compacted returns the compactions installed since Open (sealed segments
-// rewritten with their live entries grouped by slot, docs/wheel.md) and
+// rewritten with their live entries grouped by slot, docs/dev/wheel-internals.md) and
 // the entries they copied.
 func (w *Wheel) Compacted() (segments int, entries int64) { return w.compacted, w.compactEntries }
 
@@ -635,10 +635,10 @@ func (w *Wheel) roll(n int) error {
 	if !a.laidOut {
 		w.queueCompaction(a.id)
 	}
-	// Map exactly what is there. Not populated: filling the page tables of
-	// every sealed segment counted all of them in the relay's RSS (207 MB
-	// of 349 MB with 1M pending, docs/benchmarks.md); pages now come in as
-	// their slots fire, and the kernel may reclaim them.
+	// Map exactly what is there. Not populated, because filling the page
+	// tables of every sealed segment would count all of them in the relay's
+	// RSS; pages come in as their slots fire, and the kernel may reclaim
+	// them.
 	if mappedWrites {
 		if err := a.remap(int(a.size), false); err != nil {
 			return err

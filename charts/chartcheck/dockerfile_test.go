@@ -14,7 +14,7 @@ const (
 	deployDocPath    = "../../docs/deploy.md"
 )
 
-// The go build command of the image; docs/deploy.md quotes it for CI so that
+// The go build command of the image; docs/operations.md quotes it for CI so that
 // CI and the image build the binary the same way.
 var buildLine = regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0 go build .*)$`)
 

@@ -13,7 +13,7 @@
 //     and 50k/s by default, --due-rate), all produced before the first is
 //     due (--due-load preload, the default), or each produced --due-delay
 //     before its due time, at that rate (--due-load paced);
-//   - shape: the load shapes of DESIGN.md §8 (half the records spread over
+//   - shape: the mixed load shape (half the records spread over
 //     20 s, half due within one second);
 //   - recovery: restart of the relay with 1M records pending in the wheel:
 //     time from the restart to the first delivery, RSS with 1M pending.

@@ -132,7 +132,7 @@ type result struct {
 }
 
 // lateWindowMs is the lateness from which a record counts in LateWindows:
-// the p99 goal at 10k/s due (issue 14).
+// the p99 goal at 10k/s due (docs/benchmarks.md).
 const lateWindowMs = 10
 
 // lateWindow is a 100 ms window of due time: its start after the first

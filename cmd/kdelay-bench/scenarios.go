@@ -85,7 +85,7 @@ func (b *bench) dueRate(ctx context.Context, rate int, mode string, rep int) (*r
 	return r, werr
 }
 
-// shape is DESIGN.md §8's load: n records of size, half due evenly over
+// shape is the mixed load: n records of size, half due evenly over
 // 20 s, half due within one second (10 s in), default levels, arbitrary
 // delays.
 func (b *bench) shape(ctx context.Context, size int, mode string) (*result, error) {

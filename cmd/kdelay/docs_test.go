@@ -157,7 +157,7 @@ func registeredMetrics(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestMetricsDocMatchesCode: the metrics table of docs/deploy.md lists
+// TestMetricsDocMatchesCode: the metrics table of docs/operations.md lists
 // every metric the relay registers, with its labels, and no other.
 func TestMetricsDocMatchesCode(t *testing.T) {
 	b, err := os.ReadFile("../../docs/deploy.md")

@@ -19,7 +19,7 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
-// The first-minute usage errors of issue 17: each exits 2 and names what
+// The first-minute usage errors: each exits 2 and names what
 // to fix.
 func TestUsageErrorsOfTheFirstMinute(t *testing.T) {
 	t.Parallel()

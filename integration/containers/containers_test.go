@@ -32,7 +32,7 @@ const (
 // post-start hook copies in with that address, as testcontainers-go's own
 // Kafka module does for its images. (That module's releases on the module
 // proxy here stop at v0.40.0, which supports only the confluent-local
-// image; see docs/integration.md.)
+// image; see docs/dev/testing.md.)
 func runKafka(ctx context.Context) (*testcontainers.DockerContainer, error) {
 	return testcontainers.Run(ctx, kafkaImage,
 		testcontainers.WithExposedPorts(publicPort),

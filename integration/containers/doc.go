@@ -1,5 +1,5 @@
 // Package containers is the container tier of kdelay's end-to-end suite
-// (DESIGN.md §7, tier 4), a module of its own so that testcontainers-go and
+// (tier 4, docs/dev/testing.md), a module of its own so that testcontainers-go and
 // the Docker client stay out of the main module's dependencies.
 //
 // Its test starts a pinned Apache Kafka image with testcontainers-go and
@@ -12,5 +12,5 @@
 // or, from the repository root, KDELAY_TEST_DOCKER=1 go test ./integration/,
 // which comes here when KDELAY_TEST_BROKERS is unset and falls back to the
 // in-process kfake broker when no Docker engine is reachable. See
-// docs/integration.md.
+// docs/dev/testing.md.
 package containers
