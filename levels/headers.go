@@ -112,6 +112,14 @@ func Reason(err error) string {
 		{ErrBadDeliverAt, "bad_deliver_at"},
 		{ErrNoSchedule, "no_schedule"},
 		{ErrBadID, "bad_id"},
+		{ErrBadEvery, "bad_every"},
+		{ErrBadCron, "bad_cron"},
+		{ErrBadTimezone, "bad_timezone"},
+		{ErrBadUntil, "bad_until"},
+		{ErrBadCount, "bad_count"},
+		{ErrBadOccurrence, "bad_occurrence"},
+		{ErrEveryAndCron, "every_and_cron"},
+		{ErrRecurWithoutID, "recurring_without_id"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.name
@@ -133,6 +141,10 @@ type Schedule struct {
 	Delay time.Duration
 	// ID is the kdelay-id, "" when none.
 	ID string
+	// Recur is the series the record belongs to, nil when it is not
+	// recurring ([HeaderEvery], [HeaderCron]). Due is then the occurrence
+	// the record fires.
+	Recur *Recurrence
 }
 
 func lastHeader(hs []kgo.RecordHeader, key string) (string, bool) {
@@ -178,6 +190,11 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 		}
 		s.ID = v
 	}
+	r, err := t.parseRecurrence(hs, s.ID)
+	if err != nil {
+		return s, err
+	}
+	s.Recur = r
 	if b, ok := lastValue(hs, HeaderTargetPartition); ok {
 		p, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
 		if err != nil || p < 0 {
@@ -193,7 +210,7 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 		}
 		s.Due = ceilMilli(due)
 		s.Delay = s.Due.Sub(ts)
-		return s, nil
+		return s, s.checkUntil()
 	}
 	var delay time.Duration
 	if b, ok := lastValue(hs, HeaderDelay); ok {
@@ -208,6 +225,12 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 			return s, headerErr(HeaderLevel, string(b), ErrLevelOutOfRange)
 		}
 		delay = t.Duration(n)
+	} else if s.Recur != nil {
+		first := s.Recur.First(ts)
+		if first.IsZero() {
+			return s, headerErr(HeaderCron, s.Recur.Cron, ErrBadCron) // no time in five years
+		}
+		delay = first.Sub(ts)
 	} else {
 		return s, &ContractError{Err: ErrNoSchedule}
 	}
@@ -221,7 +244,15 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 	}
 	s.Due = due
 	s.Delay = s.Due.Sub(ts)
-	return s, nil
+	return s, s.checkUntil()
+}
+
+// checkUntil refuses a series whose first occurrence lies after its end.
+func (s *Schedule) checkUntil() error {
+	if r := s.Recur; r != nil && !r.Until.IsZero() && s.Due.After(r.Until) {
+		return headerErr(HeaderUntil, strconv.FormatInt(r.Until.UnixMilli(), 10), ErrBadUntil)
+	}
+	return nil
 }
 
 // ceilMilli rounds t up to a whole millisecond, the precision of Kafka

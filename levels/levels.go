@@ -35,6 +35,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -101,6 +102,7 @@ func parseLevelToken(tok string) (time.Duration, error) {
 type Table struct {
 	durs     []time.Duration
 	perLevel int32
+	zones    sync.Map // IANA name -> *time.Location, of series read so far
 }
 
 // New returns the table for the given levels (as returned by [ParseSpec])
