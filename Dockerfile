@@ -5,6 +5,13 @@
 # Stage 1 builds a static binary; stage 2 is an empty (scratch) image holding
 # only that binary, CA certificates, Go's zoneinfo, a passwd entry for the
 # non-root user 65532 and the /data directory for the timer wheel.
+#
+# Without a Docker engine, `make image` (.ci/image.sh) builds the same image
+# with podman and no registry: it builds the binary with the host's Go, lays
+# out what stage 1 would hold, and builds this file's last stage (from its
+# last FROM on) with each `COPY --from=build /path` read from that layout.
+# The last stage is thus the one description of the image for both paths:
+# keep its COPY --from=build sources absolute paths of the build stage.
 
 ARG GO_VERSION=1.26.8
 
@@ -29,6 +36,13 @@ RUN mkdir -p /rootfs/etc /rootfs/data /rootfs/tmp \
  && chown 65532:65532 /rootfs/data
 
 FROM scratch
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="kdelay" \
+      org.opencontainers.image.description="Delayed delivery for Apache Kafka: a relay forwards each record of the delay topic to its target when it is due" \
+      org.opencontainers.image.source="https://github.com/kdelay/kdelay" \
+      org.opencontainers.image.url="https://github.com/kdelay/kdelay" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /usr/local/go/lib/time/zoneinfo.zip /usr/local/go/lib/time/zoneinfo.zip
 COPY --from=build /rootfs/etc/passwd /rootfs/etc/group /etc/

@@ -4,8 +4,9 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 60s
+IMAGE   ?= kdelay:$(VERSION)
 
-.PHONY: build test integ bench fuzz lint ci helm
+.PHONY: build test integ bench fuzz lint ci helm image test-containers
 
 build: ## the static binary, as the Dockerfile builds it
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o bin/kdelay ./cmd/kdelay
@@ -34,6 +35,12 @@ lint: ## vet and formatting
 
 helm: ## lint, render and check the Helm chart
 	bash charts/check.sh
+
+image: ## the container image IMAGE: docker build, or without Docker podman and no registry (.ci/image.sh)
+	bash .ci/image.sh build "$(IMAGE)" "$(VERSION)"
+
+test-containers: ## the container tier: the image's smoke test and the testcontainers module on podman
+	bash .ci/containers.sh
 
 ci: ## what CI runs
 	bash .ci/run

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# .ci/containers.sh — kdelay's container tier (make test-containers; CI runs
+# it on a fresh clone with CI=true):
+#
+#   1. the kdelay image, built with podman and no registry
+#      (.ci/image.sh build), then its smoke test against a real broker
+#      (.ci/image.sh smoke: forwards on time as non-root, /readyz, exit 0
+#      on SIGTERM);
+#   2. the Kafka image built on this machine (.ci/kafka-image.sh), podman's
+#      Docker-compatible API on a private socket (.ci/podman.sh service),
+#      and the tests of the testcontainers module testcontainers/ against
+#      both images, with Ryuk off.
+#
+#   bash .ci/containers.sh [smoke|module|all]   (default all)
+#
+# Nothing here skips: a missing package is installed (apt-get) and a step
+# that cannot run fails. The kdelay image is tagged localhost/kdelay:ci-<pid>
+# and removed at the end; the Kafka image and the root filesystem it is
+# built from are cached (see .ci/kafka-image.sh).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$PWD"
+# shellcheck source=podman.sh
+source "$ROOT/.ci/podman.sh"
+WHAT="${1:-all}"
+case "$WHAT" in smoke|module|all) ;; *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;; esac
+
+T0=$SECONDS
+step() { printf '== [+%ss] %s\n' "$((SECONDS - T0))" "$*"; }
+
+IMAGE="localhost/kdelay:ci-$$"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/kdelay-containers.XXXXXX")"
+cleanup() {
+  local rc=$?
+  set +e
+  podman_service_stop "$WORK/service"
+  pm rmi -f "$IMAGE" >/dev/null 2>&1
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+step "podman, runc, jq, debootstrap"
+podman_ensure debootstrap
+podman --version
+
+step "kdelay image: $IMAGE (.ci/image.sh build)"
+bash .ci/image.sh build "$IMAGE" ci
+pm image inspect --format 'user {{.Config.User}}, labels {{json .Config.Labels}}' "$IMAGE"
+
+if [[ "$WHAT" != module ]]; then
+  step "kdelay image: smoke test against a real broker (.ci/image.sh smoke)"
+  bash .ci/image.sh smoke "$IMAGE"
+fi
+[[ "$WHAT" == smoke ]] && { step "done"; exit 0; }
