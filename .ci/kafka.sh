@@ -16,6 +16,8 @@
 #   env       Print `export KDELAY_TEST_BROKERS=127.0.0.1:<port>`.
 #   logs [N]  Print the last N (default 100) lines of the broker log,
 #             without the config dumps (the file at `status` has all).
+#   jars      Resolve the jars (cached) and print their directory; the
+#             Kafka image (.ci/kafka-image.sh) is built from them.
 #
 # A cluster (.ci/kafka-cluster.sh has the details):
 #
@@ -470,5 +472,6 @@ case "${1:-}" in
   status) shift; cmd_status "$@" ;;
   env) shift; cmd_env "$@" ;;
   logs) shift; cmd_logs "$@" ;;
+  jars) resolve_jars; echo "$CACHE_DIR/libs" ;;
   *) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 2 ;;
 esac
