@@ -1,0 +1,108 @@
+package schedules
+
+import (
+	"strconv"
+	"time"
+)
+
+// MaxBuckets bounds the buckets of a histogram.
+const MaxBuckets = 1000
+
+// Histogram is what comes due when: the pending schedules by due time.
+type Histogram struct {
+	// Overdue counts those due already (state due).
+	Overdue int `json:"overdue"`
+	// Buckets cover [now truncated to the bucket, + horizon), in order.
+	Buckets []Bucket `json:"buckets"`
+	// Later counts those due after the last bucket.
+	Later int `json:"later"`
+}
+
+// Bucket is one bucket of a Histogram.
+type Bucket struct {
+	Start time.Time `json:"start"`
+	Count int       `json:"count"`
+	// ByLevel counts per level number ("1", "2", ...), levels with none
+	// left out.
+	ByLevel map[string]int `json:"by_level"`
+}
+
+// Due returns the histogram of the pending schedules at now, in buckets of
+// width bucket (> 0) up to horizon, at most MaxBuckets of them (the caller
+// checks: Due returns none when there would be more).
+func (x *Index) Due(now time.Time, bucket, horizon time.Duration) Histogram {
+	h := Histogram{Buckets: []Bucket{}}
+	n := int((horizon + bucket - 1) / bucket)
+	if bucket <= 0 || n > MaxBuckets {
+		return h
+	}
+	start := now.Truncate(bucket)
+	for i := range n {
+		h.Buckets = append(h.Buckets, Bucket{Start: start.Add(time.Duration(i) * bucket).UTC(), ByLevel: map[string]int{}})
+	}
+	nowMs, startMs, bMs := now.UnixMilli(), start.UnixMilli(), bucket.Milliseconds()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, pt := range x.parts {
+		for _, e := range pt.entries {
+			if x.hidden(e) {
+				continue
+			}
+			st, _ := x.state(e, pt, nowMs)
+			switch {
+			case !Pending(st):
+			case st == StateDue:
+				h.Overdue++
+			default:
+				i := int((e.due - startMs) / max(bMs, 1))
+				if i >= n {
+					h.Later++
+					continue
+				}
+				h.Buckets[i].Count++
+				h.Buckets[i].ByLevel[strconv.Itoa(e.level)]++
+			}
+		}
+	}
+	return h
+}
+
+// LevelStats is what the index holds of one level.
+type LevelStats struct {
+	Level int `json:"level"`
+	// Pending counts the pending schedules, by state in States.
+	Pending int            `json:"pending"`
+	States  map[string]int `json:"states"`
+	// NextDue is the earliest due time of a pending schedule.
+	NextDue *time.Time `json:"next_due,omitempty"`
+}
+
+// Levels returns per level the pending schedules and the earliest due
+// time at now, level 1 first.
+func (x *Index) Levels(now time.Time) []LevelStats {
+	out := make([]LevelStats, x.tab.Levels())
+	for i := range out {
+		out[i] = LevelStats{Level: i + 1, States: map[string]int{}}
+	}
+	nowMs := now.UnixMilli()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, pt := range x.parts {
+		for _, e := range pt.entries {
+			if e.level < 1 || e.level > len(out) || x.hidden(e) {
+				continue
+			}
+			st, _ := x.state(e, pt, nowMs)
+			ls := &out[e.level-1]
+			ls.States[st]++
+			if !Pending(st) {
+				continue
+			}
+			ls.Pending++
+			if d := time.UnixMilli(e.due).UTC(); ls.NextDue == nil || d.Before(*ls.NextDue) {
+				ls.NextDue = &d
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,390 @@
+package schedules
+
+import (
+	"container/heap"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/offsetmap"
+)
+
+// Cancels is the cancel set an Index consults: [cancel.Set] is one.
+// Cancelled reports whether a delayed record with the id and original
+// timestamp ts (epoch ms) is cancelled, and by which cut-off.
+type Cancels interface {
+	Cancelled(id []byte, ts int64) (cutoff int64, ok bool)
+}
+
+// entry is one delay-topic record in the index: its schedule, never its
+// value.
+type entry struct {
+	id, target, key string
+	err             string // the contract error, "" when valid
+	due, ts, orig   int64  // epoch ms: due time, record timestamp, original timestamp
+	offset          int64
+	partition       int32
+	level           int
+	cascaded        bool
+	fp              uint64 // identifies a schedule across its cascaded copies
+}
+
+// part is one partition of the delay topic: its commit, its done set and
+// its records from the committed offset on, in offset order.
+type part struct {
+	committed int64 // -1: no commit
+	done      offsetmap.Set
+	entries   []*entry
+}
+
+// Index holds the records of the delay topic above the relay group's
+// commits and answers queries about them. The zero value is not usable;
+// create one with [NewIndex]. Its methods are safe for concurrent use.
+type Index struct {
+	tab     *levels.Table
+	horizon time.Duration
+	cancels Cancels
+	seed    maphash.Seed
+
+	mu     sync.RWMutex
+	parts  map[int32]*part
+	byID   map[string][]*entry
+	copies map[uint64][]*entry // cascaded copies by fingerprint, oldest first
+	n      int
+}
+
+// NewIndex returns an empty index for records scheduled under tab.
+// horizon is the relays' wheel horizon (KDELAY_WHEEL_HORIZON; 0 means the
+// table's largest gap, the relays' default); cancels may be nil (none).
+func NewIndex(tab *levels.Table, horizon time.Duration, cancels Cancels) *Index {
+	if horizon <= 0 {
+		horizon = tab.MaxGap()
+	}
+	return &Index{
+		tab: tab, horizon: horizon, cancels: cancels, seed: maphash.MakeSeed(),
+		parts: make(map[int32]*part), byID: make(map[string][]*entry), copies: make(map[uint64][]*entry),
+	}
+}
+
+func (x *Index) part(p int32) *part {
+	pt := x.parts[p]
+	if pt == nil {
+		pt = &part{committed: -1}
+		x.parts[p] = pt
+	}
+	return pt
+}
+
+// Len returns the number of records held (pending or not).
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.n
+}
+
+// Add indexes a record of the delay topic. Control records, records below
+// the partition's committed offset and records at or below the last one
+// indexed for the partition (a re-read) are ignored; Add reports whether
+// the record was taken.
+func (x *Index) Add(rec *kgo.Record) bool {
+	if rec.Attrs.IsControl() {
+		return false
+	}
+	e := x.entryOf(rec)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	pt := x.part(rec.Partition)
+	if rec.Offset < pt.committed || (len(pt.entries) > 0 && rec.Offset <= pt.entries[len(pt.entries)-1].offset) {
+		return false
+	}
+	pt.entries = append(pt.entries, e)
+	x.n++
+	if e.id != "" {
+		x.byID[e.id] = append(x.byID[e.id], e)
+	}
+	if e.cascaded {
+		x.copies[e.fp] = append(x.copies[e.fp], e)
+	}
+	return true
+}
+
+// entryOf reads the schedule of rec, by the relay's rules.
+func (x *Index) entryOf(rec *kgo.Record) *entry {
+	e := &entry{
+		key: string(rec.Key), offset: rec.Offset, partition: rec.Partition,
+		level: x.tab.LevelOf(rec.Partition), ts: rec.Timestamp.UnixMilli(),
+	}
+	orig := levels.OriginalTimestamp(rec.Headers, time.Time{})
+	e.cascaded = !orig.IsZero()
+	if !e.cascaded {
+		orig = rec.Timestamp
+	}
+	e.orig = orig.UnixMilli()
+	s, err := x.tab.Parse(rec.Headers, rec.Timestamp)
+	e.id, e.target = s.ID, s.Target
+	if err != nil {
+		e.err = err.Error()
+		if e.id == "" {
+			e.id = levels.ID(rec.Headers)
+		}
+		return e
+	}
+	e.due = s.Due.UnixMilli()
+	var h maphash.Hash
+	h.SetSeed(x.seed)
+	for _, s := range []string{e.key, e.target, e.id} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	h.Write(rec.Value)
+	h.WriteString(strconv.FormatInt(e.due, 10) + "/" + strconv.FormatInt(e.orig, 10))
+	e.fp = h.Sum64()
+	return e
+}
+
+// Commit records the relay group's commit of partition p: its committed
+// offset (-1: none) and the done set of its metadata (empty when none).
+// Records below the committed offset are dropped. It reports whether the
+// commit went back below an offset already dropped: the caller must then
+// re-read the partition from the new committed offset ([Index.Reset]).
+func (x *Index) Commit(p int32, committed int64, done offsetmap.Set) (back bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	pt := x.part(p)
+	if committed < pt.committed {
+		back = true
+	}
+	pt.committed, pt.done = committed, done
+	i := 0
+	for i < len(pt.entries) && pt.entries[i].offset < committed {
+		x.drop(pt.entries[i])
+		i++
+	}
+	if i > 0 {
+		pt.entries = append(pt.entries[:0:0], pt.entries[i:]...)
+	}
+	return back
+}
+
+// Reset drops every record of partition p, to be read again.
+func (x *Index) Reset(p int32) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	pt := x.part(p)
+	for _, e := range pt.entries {
+		x.drop(e)
+	}
+	pt.entries = nil
+}
+
+// drop removes e from the maps. x.mu is held.
+func (x *Index) drop(e *entry) {
+	x.n--
+	if e.id != "" {
+		if l := remove(x.byID[e.id], e); len(l) == 0 {
+			delete(x.byID, e.id)
+		} else {
+			x.byID[e.id] = l
+		}
+	}
+	if e.cascaded {
+		if l := remove(x.copies[e.fp], e); len(l) == 0 {
+			delete(x.copies, e.fp)
+		} else {
+			x.copies[e.fp] = l
+		}
+	}
+}
+
+func remove(l []*entry, e *entry) []*entry {
+	for i, o := range l {
+		if o == e {
+			return append(l[:i], l[i+1:]...)
+		}
+	}
+	return l
+}
+
+// hidden reports whether e is not reported because another record stands
+// for the same schedule: an original whose cascaded copy is indexed, or a
+// copy cascaded again. x.mu is held.
+func (x *Index) hidden(e *entry) bool {
+	if e.err != "" {
+		return false
+	}
+	l := x.copies[e.fp]
+	if len(l) == 0 {
+		return false
+	}
+	return !e.cascaded || l[len(l)-1] != e
+}
+
+// state returns e's state at now (epoch ms), and the cut-off of the cancel
+// that matches it (0 when none). x.mu is held.
+func (x *Index) state(e *entry, pt *part, now int64) (string, int64) {
+	var cutoff int64
+	cancelled := false
+	if e.id != "" && x.cancels != nil {
+		cutoff, cancelled = x.cancels.Cancelled([]byte(e.id), e.orig)
+	}
+	if !cancelled {
+		cutoff = 0
+	}
+	switch {
+	case pt.done.Done(e.offset):
+		return StateDone, cutoff
+	case e.err != "":
+		return StateInvalid, cutoff
+	case cancelled:
+		return StateCancelled, cutoff
+	case e.due <= now:
+		return StateDue, 0
+	case now < e.ts+x.tab.Duration(e.level).Milliseconds():
+		return StateWaiting, 0
+	case e.due-now <= x.horizon.Milliseconds():
+		return StateWheel, 0
+	default:
+		return StateWaiting, 0 // read, about to cascade
+	}
+}
+
+func (x *Index) schedule(e *entry, state string, cutoff int64) Schedule {
+	s := Schedule{
+		ID: e.id, Target: e.target, Key: e.key, Level: e.level, Partition: e.partition, Offset: e.offset,
+		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: e.err,
+	}
+	if e.err == "" {
+		s.DueAt = time.UnixMilli(e.due).UTC()
+	}
+	if e.cascaded {
+		s.Location = LocationCascaded
+	}
+	if cutoff != 0 {
+		c := time.UnixMilli(cutoff).UTC()
+		s.CancelCutoff = &c
+	}
+	return s
+}
+
+// Get returns every record with the kdelay-id id held by the index, in
+// every state (pending, cancelled, done, invalid), in offset order per
+// partition; nil when there is none.
+func (x *Index) Get(id string, now time.Time) []Schedule {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []Schedule
+	for _, e := range x.byID[id] {
+		if x.hidden(e) {
+			continue
+		}
+		st, cut := x.state(e, x.parts[e.partition], now.UnixMilli())
+		out = append(out, x.schedule(e, st, cut))
+	}
+	return out
+}
+
+// Query returns the records that match f at now, ordered by due time (then
+// partition and offset), at most f.Limit of them (all when 0), and the
+// cursor of the next page ("" when there is none).
+func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
+	after, hasAfter := f.after()
+	nowMs := now.UnixMilli()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var h resultHeap
+	keep := f.Limit + 1
+	visit := func(e *entry, pt *part) {
+		if f.Level != 0 && e.level != f.Level ||
+			f.Target != "" && e.target != f.Target ||
+			f.Key != "" && e.key != f.Key ||
+			!f.DueFrom.IsZero() && e.due < f.DueFrom.UnixMilli() ||
+			!f.DueTo.IsZero() && e.due >= f.DueTo.UnixMilli() {
+			return
+		}
+		k := sortKey{e.due, e.partition, e.offset}
+		if hasAfter && !after.less(k) {
+			return
+		}
+		if f.Limit > 0 && len(h) == keep && !k.less(h[0].k) {
+			return
+		}
+		if x.hidden(e) {
+			return
+		}
+		st, cut := x.state(e, pt, nowMs)
+		if !f.wants(st) {
+			return
+		}
+		heap.Push(&h, result{k, e, st, cut})
+		if f.Limit > 0 && len(h) > keep {
+			heap.Pop(&h)
+		}
+	}
+	if f.ID != "" {
+		for _, e := range x.byID[f.ID] {
+			visit(e, x.parts[e.partition])
+		}
+	} else {
+		for _, pt := range x.parts {
+			for _, e := range pt.entries {
+				visit(e, pt)
+			}
+		}
+	}
+	rs := make([]result, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		rs[i] = heap.Pop(&h).(result)
+	}
+	next := ""
+	if f.Limit > 0 && len(rs) > f.Limit {
+		rs = rs[:f.Limit]
+		next = rs[len(rs)-1].k.cursor()
+	}
+	out := make([]Schedule, len(rs))
+	for i, r := range rs {
+		out[i] = x.schedule(r.e, r.state, r.cutoff)
+	}
+	return out, next
+}
+
+// sortKey orders query results: due time, partition, offset.
+type sortKey struct {
+	due    int64
+	part   int32
+	offset int64
+}
+
+func (a sortKey) less(b sortKey) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	if a.part != b.part {
+		return a.part < b.part
+	}
+	return a.offset < b.offset
+}
+
+type result struct {
+	k      sortKey
+	e      *entry
+	state  string
+	cutoff int64
+}
+
+// resultHeap is a max-heap by sort key: its root is the last result kept.
+type resultHeap []result
+
+func (h resultHeap) Len() int           { return len(h) }
+func (h resultHeap) Less(i, j int) bool { return h[j].k.less(h[i].k) }
+func (h resultHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *resultHeap) Push(v any)        { *h = append(*h, v.(result)) }
+func (h *resultHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
