@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay/cancel"
 	"github.com/kdelay/kdelay/config"
@@ -51,12 +52,8 @@ with the id not yet due are delivered again.`,
 				}
 			}
 			now := time.Now()
-			rec, err := levels.Cancel(cfg.CancelTopic, id, at, now)
-			if err != nil {
+			if _, err := levels.Cancel(cfg.CancelTopic, id, at, now); err != nil {
 				return usageErrorf("%v", err)
-			}
-			if withdraw {
-				rec.Value, rec.Headers = nil, nil
 			}
 			log := cfg.Logger(a.stderr)
 			cl, err := newClient(cfg, log)
@@ -66,26 +63,16 @@ with the id not yet due are delivered again.`,
 			defer cl.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			if _, ok, err := partitionCount(ctx, kadm.NewClient(cl), cfg.CancelTopic); err != nil {
+			ack, err := writeCancel(ctx, cl, cfg, id, at, now, withdraw)
+			if err != nil {
 				return err
-			} else if !ok {
-				return fmt.Errorf("cancel topic %s does not exist; create it with `kdelay topic create`", cfg.CancelTopic)
 			}
-			res := cl.ProduceSync(ctx, rec)
-			if err := res.FirstErr(); err != nil {
-				return fmt.Errorf("write the cancel of %s: %w", id, brokerErr(err))
-			}
-			r := res[0].Record
 			switch {
 			case withdraw:
-				fmt.Fprintf(a.stdout, "withdrew the cancel of id %s (%s/%d/%d)\n", id, r.Topic, r.Partition, r.Offset)
+				fmt.Fprintf(a.stdout, "withdrew the cancel of id %s (%s/%d/%d)\n", id, ack.Topic, ack.Partition, ack.Offset)
 			default:
-				cut := now
-				if !at.IsZero() {
-					cut = at
-				}
 				fmt.Fprintf(a.stdout, "cancelled id %s: records with timestamps before %s (%s/%d/%d, acknowledged %s)\n",
-					id, fmtTime(cut), r.Topic, r.Partition, r.Offset, fmtTime(time.Now()))
+					id, fmtTime(ack.Cutoff), ack.Topic, ack.Partition, ack.Offset, fmtTime(ack.AckedAt))
 			}
 			return nil
 		}),
@@ -97,6 +84,30 @@ with the id not yet due are delivered again.`,
 	cmd.MarkFlagRequired("id")
 	cmd.MarkFlagsMutuallyExclusive("before", "withdraw")
 	return cmd
+}
+
+// writeCancel checks that the cancel topic exists and writes the cancel
+// (or, with withdraw, the tombstone) of id, returning once the broker
+// acknowledged it.
+func writeCancel(ctx context.Context, cl *kgo.Client, cfg config.Config, id string, before, now time.Time, withdraw bool) (cancel.Ack, error) {
+	if _, ok, err := partitionCount(ctx, kadm.NewClient(cl), cfg.CancelTopic); err != nil {
+		return cancel.Ack{}, err
+	} else if !ok {
+		return cancel.Ack{}, fmt.Errorf("cancel topic %s does not exist; create it with `kdelay topic create`", cfg.CancelTopic)
+	}
+	var (
+		ack cancel.Ack
+		err error
+	)
+	if withdraw {
+		ack, err = cancel.Withdraw(ctx, cl, cfg.CancelTopic, id, now)
+	} else {
+		ack, err = cancel.Write(ctx, cl, cfg.CancelTopic, id, before, now)
+	}
+	if err != nil {
+		return ack, brokerErr(err)
+	}
+	return ack, nil
 }
 
 // countCancels reads the cancel topic through and returns the number of
