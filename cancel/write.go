@@ -39,7 +39,7 @@ func Write(ctx context.Context, cl *kgo.Client, topic, id string, before, now ti
 			cut = cut.Add(time.Millisecond) // as levels.Cancel rounds it
 		}
 	}
-	return produce(ctx, cl, rec, id, cut)
+	return write(ctx, cl, rec, id, cut)
 }
 
 // Withdraw produces a tombstone for id: its cancel is withdrawn, records
@@ -50,10 +50,10 @@ func Withdraw(ctx context.Context, cl *kgo.Client, topic, id string, now time.Ti
 		return Ack{}, err
 	}
 	rec.Value, rec.Headers = nil, nil
-	return produce(ctx, cl, rec, id, time.Time{})
+	return write(ctx, cl, rec, id, time.Time{})
 }
 
-func produce(ctx context.Context, cl *kgo.Client, rec *kgo.Record, id string, cut time.Time) (Ack, error) {
+func write(ctx context.Context, cl *kgo.Client, rec *kgo.Record, id string, cut time.Time) (Ack, error) {
 	res := cl.ProduceSync(ctx, rec)
 	if err := res.FirstErr(); err != nil {
 		return Ack{}, fmt.Errorf("cancel: write the cancel of %s to %s: %w", id, rec.Topic, err)
