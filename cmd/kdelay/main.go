@@ -20,7 +20,10 @@ import (
 	"syscall"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
+// version is stamped at build time, e.g. -ldflags "-X main.version=v0.1.0"
+// (the Makefile and the release build pass the git tag). Unstamped ("dev"),
+// kdelay version reports the module version the Go toolchain recorded, else
+// "dev": see buildVersion.
 var version = "dev"
 
 func main() {
