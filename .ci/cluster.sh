@@ -17,7 +17,7 @@
 # tag and CI=true a missing variable fails them instead of skipping.
 # Environment: KDELAY_TEST_CLUSTER_RATE (records/s of the steady load,
 # default 100), KDELAY_TEST_CLUSTER_VARS (extra relay settings), and those
-# of .ci/kafka.sh. See docs/ci.md.
+# of .ci/kafka.sh. See docs/dev/ci.md.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -31,7 +31,7 @@ func realBrokers(t *testing.T) []string {
 	t.Helper()
 	raw := strings.TrimSpace(os.Getenv(envBrokers))
 	if raw == "" {
-		t.Skipf("%s is not set: no real Kafka broker to test against (start one with `.ci/kafka.sh start`, see docs/ci.md)", envBrokers)
+		t.Skipf("%s is not set: no real Kafka broker to test against (start one with `.ci/kafka.sh start`, see docs/dev/ci.md)", envBrokers)
 	}
 	var seeds []string
 	for _, s := range strings.Split(raw, ",") {

@@ -71,7 +71,7 @@ func requireCluster(t *testing.T) *clusterCtx {
 	n, err := strconv.Atoi(os.Getenv(envCluster))
 	switch {
 	case os.Getenv(envCluster) == "":
-		requireTier(t, envCluster+" is not set (run .ci/cluster.sh cluster, or see docs/ci.md)")
+		requireTier(t, envCluster+" is not set (run .ci/cluster.sh cluster, or see docs/dev/ci.md)")
 	case err != nil || n < 3:
 		t.Fatalf("%s=%q: want the number of brokers, at least 3", envCluster, os.Getenv(envCluster))
 	case suite.tier != "real" || os.Getenv(envKafkaCtl) == "":

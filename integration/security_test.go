@@ -63,7 +63,7 @@ type secureBroker struct {
 // TestSecurity runs the security scenarios against one secured broker.
 func TestSecurity(t *testing.T) {
 	if os.Getenv(envSecurity) != "1" {
-		requireTier(t, envSecurity+"=1 is not set (run .ci/cluster.sh security, or see docs/ci.md)")
+		requireTier(t, envSecurity+"=1 is not set (run .ci/cluster.sh security, or see docs/dev/ci.md)")
 	}
 	ctl := os.Getenv(envKafkaCtl)
 	if ctl == "" {

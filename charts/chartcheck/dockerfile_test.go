@@ -11,7 +11,7 @@ import (
 const (
 	dockerfilePath   = "../../Dockerfile"
 	dockerignorePath = "../../.dockerignore"
-	deployDocPath    = "../../docs/deploy.md"
+	deployDocPath    = "../../docs/operations.md"
 )
 
 // The go build command of the image; docs/operations.md quotes it for CI so that

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -160,7 +161,7 @@ func registeredMetrics(t *testing.T) map[string][]string {
 // TestMetricsDocMatchesCode: the metrics table of docs/operations.md lists
 // every metric the relay registers, with its labels, and no other.
 func TestMetricsDocMatchesCode(t *testing.T) {
-	b, err := os.ReadFile("../../docs/deploy.md")
+	b, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,21 +180,80 @@ func TestMetricsDocMatchesCode(t *testing.T) {
 		got, ok := docd[name]
 		switch {
 		case !ok:
-			t.Errorf("docs/deploy.md: metric %s{%s} missing from the table", name, strings.Join(code[name], ","))
+			t.Errorf("docs/operations.md: metric %s{%s} missing from the table", name, strings.Join(code[name], ","))
 		case !slices.Equal(got, code[name]):
-			t.Errorf("docs/deploy.md: %s has labels {%s}, the code {%s}", name, strings.Join(got, ","), strings.Join(code[name], ","))
+			t.Errorf("docs/operations.md: %s has labels {%s}, the code {%s}", name, strings.Join(got, ","), strings.Join(code[name], ","))
 		}
 	}
 	for name := range docd {
 		if _, ok := code[name]; !ok {
-			t.Errorf("docs/deploy.md documents %s, which the relay does not register", name)
+			t.Errorf("docs/operations.md documents %s, which the relay does not register", name)
 		}
 	}
 	// Prose and queries name only metrics that exist.
 	for _, m := range regexp.MustCompile(`kdelay_[a-z_]+`).FindAllString(string(b), -1) {
 		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_sum"), "_count")
 		if _, ok := code[base]; !ok && !strings.HasPrefix(m, "kdelay_kafka_") && m != "kdelay_" {
-			t.Errorf("docs/deploy.md names %s, which the relay does not register", m)
+			t.Errorf("docs/operations.md names %s, which the relay does not register", m)
 		}
+	}
+}
+
+// TestConfigurationDocMatchesConfig: the settings table of
+// docs/configuration.md has one row per variable config.Config reads, in
+// the form | `KDELAY_X` | default | meaning |, with the envDefault tag as
+// its default (in backquotes) where the field has one and a description
+// where it has none, and no row for a variable nothing reads.
+func TestConfigurationDocMatchesConfig(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := section(string(b), "Settings")
+	if table == "" {
+		t.Fatal("docs/configuration.md has no \"## Settings\" section")
+	}
+	rowRE := regexp.MustCompile("(?m)^\\| `(KDELAY_[A-Z0-9_]+)` \\| (.*?) \\| (.*?) \\|$")
+	type row struct{ def, meaning string }
+	rows := map[string]row{}
+	for _, m := range rowRE.FindAllStringSubmatch(table, -1) {
+		if _, dup := rows[m[1]]; dup {
+			t.Errorf("docs/configuration.md: %s has two rows", m[1])
+		}
+		rows[m[1]] = row{strings.TrimSpace(m[2]), strings.TrimSpace(m[3])}
+	}
+	typ := reflect.TypeFor[config.Config]()
+	known := map[string]bool{}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if tag == "" {
+			continue
+		}
+		name := config.Prefix + tag
+		known[name] = true
+		r, ok := rows[name]
+		switch {
+		case !ok:
+			t.Errorf("docs/configuration.md: no row for %s (config.Config.%s)", name, f.Name)
+			continue
+		case r.meaning == "":
+			t.Errorf("docs/configuration.md: %s has no meaning", name)
+		}
+		if def, has := f.Tag.Lookup("envDefault"); has {
+			if want := "`" + def + "`"; r.def != want {
+				t.Errorf("docs/configuration.md: %s default is %s, config.Config says %s", name, r.def, want)
+			}
+		} else if r.def == "" {
+			t.Errorf("docs/configuration.md: %s has no default column (say what happens when it is unset)", name)
+		}
+	}
+	for name := range rows {
+		if !known[name] {
+			t.Errorf("docs/configuration.md documents %s, which config.Config does not read", name)
+		}
+	}
+	if len(known) != len(config.Names()) {
+		t.Errorf("config.Config has %d variables, config.Names() %d", len(known), len(config.Names()))
 	}
 }
