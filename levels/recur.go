@@ -165,6 +165,17 @@ func (r *Recurrence) latest(due, limit time.Time) time.Time {
 	}
 }
 
+// IsSeries reports whether a record's headers make it a series (without
+// checking them: [Table.Parse] does).
+func IsSeries(hs []kgo.RecordHeader) bool {
+	for _, h := range hs {
+		if h.Key == HeaderEvery || h.Key == HeaderCron {
+			return true
+		}
+	}
+	return false
+}
+
 // parseRecurrence reads the series headers of a record; nil, nil when
 // the record is not a series. id is the record's kdelay-id ("" if none).
 func (t *Table) parseRecurrence(hs []kgo.RecordHeader, id string) (*Recurrence, error) {

@@ -193,7 +193,7 @@ func (r *Relay) cancelledItem(it *item, now time.Time) *item {
 	if !r.isCancelled(it.orig) {
 		return nil
 	}
-	c := &item{kind: kCancelled, part: it.part, offset: it.offset, level: it.level, fromQueue: it.fromQueue, orig: it.orig, due: it.due}
+	c := &item{kind: kCancelled, part: it.part, offset: it.offset, level: it.level, fromQueue: it.fromQueue, orig: it.orig, due: it.due, pair: it.pair}
 	if t := r.cfg.CancelledTopic; t != "" {
 		hs := make([]kgo.RecordHeader, 0, len(it.orig.Headers)+2)
 		for _, h := range it.orig.Headers {

@@ -39,8 +39,9 @@ type item struct {
 	out       *kgo.Record // what to produce (each attempt sends a copy); nil for kWheelAdd
 	manual    bool        // out.Partition is chosen (cascade, kdelay-target-partition)
 	due       time.Time
-	reason    string // dead-letter reason label
-	detail    string // dead-letter reason text
+	reason    string      // dead-letter reason label
+	detail    string      // dead-letter reason text
+	pair      *seriesPair // a series firing from the wheel and its next occurrence (recur.go)
 
 	// The outcome of the current attempt, written by its promise before
 	// it sets finished.
@@ -161,6 +162,10 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 			case actForward:
 				it.kind = kForward
 				it.out, it.manual = r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, ps.p, rec.Offset)
+				if nx := r.fireSeries(it, now); nx != nil {
+					r.startProduce(ctx, started, nx, now)
+					b = append(b, nx)
+				}
 			case actWheel:
 				if r.addToWheel(now, ps, rec, d.sched.Due) {
 					it.kind = kWheelAdd
@@ -216,6 +221,9 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 		}
 		if c := r.cancelledItem(it, now); c != nil {
 			it = c
+		} else if nx := r.fireSeries(it, now); nx != nil {
+			r.startProduce(ctx, started, nx, now)
+			*b = append(*b, nx)
 		}
 		if it.out != nil {
 			r.startProduce(ctx, started, it, now)
@@ -392,7 +400,7 @@ func (r *Relay) deadItem(it *item, reason, detail string) *item {
 	r.log.Warn("dead-lettering", "source", levels.Source(r.cfg.Topic, it.part, it.offset), "reason", detail)
 	return &item{
 		kind: kDead, part: it.part, offset: it.offset, level: it.level, fromQueue: it.fromQueue,
-		orig: it.orig, due: it.due, reason: reason, detail: detail,
+		orig: it.orig, due: it.due, reason: reason, detail: detail, pair: it.pair,
 		out: r.deadLetterRecord(it.orig, it.part, it.offset, detail),
 	}
 }
@@ -718,6 +726,9 @@ func (r *Relay) finish(b []*item, flush bool) {
 			ls.sendLateness.Observe(float64(it.handedNs-it.due.UnixNano()) / 1e9)
 		case kCascade:
 			r.m.cascaded.WithLabelValues(levelLabel(it.level)).Inc()
+			if !it.fromQueue {
+				r.wheelDone(it) // a series' next occurrence, fired from the wheel
+			}
 		case kDead:
 			r.m.deadLettered.WithLabelValues(levelLabel(it.level), it.reason).Inc()
 			if !it.fromQueue {
@@ -754,7 +765,7 @@ func (r *Relay) crowded(ps *partState) bool {
 }
 
 func (r *Relay) wheelDone(it *item) {
-	if r.wheel == nil {
+	if !it.pairDone() || r.wheel == nil {
 		return // reset: the partition is re-read from its commit
 	}
 	if err := r.wheel.Done(it.part, it.offset); err != nil {

@@ -493,7 +493,9 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		if r.txn != nil && !r.beginTxn(ctx) {
 			continue
 		}
-		pollCtx, cancel := context.WithDeadline(ctx, wake)
+		// A timeout on the relay's own clock (Options.Now), not a
+		// deadline on the wall clock.
+		pollCtx, cancel := context.WithTimeout(ctx, wake.Sub(r.now()))
 		r.mu.Lock()
 		r.pollCancel = cancel
 		r.mu.Unlock()
