@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // repoRoot is the repository root, seen from this package's directory.
@@ -200,5 +201,76 @@ func TestGuaranteesDoc(t *testing.T) {
 		if !defined[m[1]] {
 			t.Errorf("docs/guarantees.md names %s, which no _test.go file defines", m[1])
 		}
+	}
+}
+
+// TestDocsSize: the README stays a front page (at most 12,000 characters,
+// topics go to docs/) and the benchmarks page one page (250 lines).
+func TestDocsSize(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := utf8.RuneCount(b); n > 12000 {
+		t.Errorf("README.md has %d characters, over 12,000: move detail to a docs/ page and link it", n)
+	}
+	b, err = os.ReadFile(filepath.Join(repoRoot, "docs/benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > 250 {
+		t.Errorf("docs/benchmarks.md has %d lines, over 250: keep the current figures, history lives in git", n)
+	}
+}
+
+// TestNoHistoryInDocs: the docs describe the current product. Issue
+// numbers, commit hashes and the internal design contract's name belong in
+// commit bodies and CHANGELOG.md, not in the README, docs/ or Go comments.
+func TestNoHistoryInDocs(t *testing.T) {
+	issueRE := regexp.MustCompile(`(?i)\bissue #?[0-9]+|\bDESIGN\.md\b|\bDESIGN §`)
+	hashRE := regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
+	isHash := func(s string) bool {
+		return strings.ContainsAny(s, "abcdef") && strings.ContainsAny(s, "0123456789")
+	}
+	for _, page := range docPages(t) {
+		b, err := os.ReadFile(filepath.Join(repoRoot, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := issueRE.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q: history belongs in git and CHANGELOG.md", page, i+1, m)
+			}
+			for _, h := range hashRE.FindAllString(line, -1) {
+				if isHash(h) {
+					t.Errorf("%s:%d: %q looks like a commit hash", page, i+1, h)
+				}
+			}
+		}
+	}
+	commentRE := regexp.MustCompile(`//.*`)
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(src), "\n") {
+			if m := issueRE.FindString(commentRE.FindString(line)); m != "" {
+				t.Errorf("%s:%d: %q in a comment: keep the rationale, link a docs page", p, i+1, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
