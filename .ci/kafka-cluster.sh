@@ -74,14 +74,53 @@ EOF
 
 c_log() { echo "$STATE_DIR/node-$1.log"; }
 
-# c_alive PID: the pid runs and is a Kafka node (not a reused pid).
-c_alive() {
-  [[ -n "${1:-}" && "$1" != 0 ]] || return 1
-  kill -0 "$1" 2>/dev/null || return 1
-  if [[ -r "/proc/$1/cmdline" ]]; then
-    tr '\0' ' ' <"/proc/$1/cmdline" | grep -q 'kafka\.Kafka' || return 1
+# c_alive PID: the pid runs and is a Kafka node (kafka.sh's proc_alive: a
+# node this invocation launched counts from the fork on).
+c_alive() { proc_alive "${1:-}"; }
+
+# C_START_MODE and C_LAUNCHED_NODES: what c_start_cleanup undoes when a
+# start fails: "fresh" removes the whole cluster's state and data, "kept"
+# marks the nodes this start launched (ids in C_LAUNCHED_NODES) stopped
+# with their data kept.
+C_START_MODE=""
+C_LAUNCHED_NODES=""
+
+# c_start_cleanup: the EXIT trap of every start. On failure it stops each
+# node this start launched (kill_launched), so a failed start never leaves
+# a node running, then fixes the state (C_START_MODE).
+c_start_cleanup() {
+  local rc=$? id
+  ((rc == 0)) && return 0
+  if ! kill_launched; then
+    log "start failed and a node it launched survived SIGKILL; state stays in $STATE_DIR"
+    return
   fi
+  case "$C_START_MODE" in
+    fresh)
+      [[ "${CLUSTER_DATA:-}" == *kdelay-kafka-data.* ]] && rm -rf "$CLUSTER_DATA"
+      rm -f "$CLUSTER_FILE" "$STATE_DIR"/node-*.env "$STATE_DIR"/node-*.properties
+      ;;
+    kept)
+      for id in $C_LAUNCHED_NODES; do
+        c_node_load "$id"
+        NODE_PID=0
+        NODE_KEPT=1
+        c_node_save "$id"
+      done
+      ;;
+  esac
+  log "start failed (exit $rc); no node of it is left running${C_START_MODE:+ (state: $C_START_MODE)}"
 }
+
+# c_start_guard MODE: arm c_start_cleanup for a start of kind MODE.
+c_start_guard() {
+  C_START_MODE="$1"
+  trap c_start_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+c_start_done() { trap - EXIT INT TERM; }
 
 c_brokers() { seq 1 "$CLUSTER_NODES"; }
 
@@ -213,13 +252,15 @@ c_launch() { # c_launch ID
   # shellcheck disable=SC2086
   "${detach[@]}" "$JAVA" $heap -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:ParallelGCThreads=1 \
     -XX:CICompilerCount=2 -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$STATE_DIR/log4j2-broker.properties" \
+    "$(log4j_opts broker)" \
     -Dkafka.logs.dir="$STATE_DIR" \
     -cp "$(classpath)" kafka.Kafka "$STATE_DIR/node-$id.properties" \
     </dev/null >>"$log" 2>&1 &
   c_node_load "$id"
   NODE_PID=$!
   NODE_KEPT=0
+  LAUNCHED+="$NODE_PID "
+  C_LAUNCHED_NODES+=" $id"
   c_node_save "$id"
   log "node $id: pid $NODE_PID, log $log"
 }
@@ -236,7 +277,8 @@ c_wait_port() {
 }
 
 # c_wait_brokers IDS...: wait until the cluster's metadata, asked through
-# one of the given brokers, lists every one of them unfenced.
+# one of the given brokers, lists every one of them unfenced (4.x prints
+# `isFenced: false`; 3.x lists only unfenced brokers and prints no flag).
 c_wait_brokers() {
   local deadline=$((SECONDS + START_TIMEOUT)) id boot=() missing
   for id in "$@"; do
@@ -248,9 +290,9 @@ c_wait_brokers() {
   local out="$STATE_DIR/apiversions.txt"
   while :; do
     missing=""
-    if run_tool org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "${boot[*]}" >"$out" 2>&1; then
+    if api_versions "${boot[*]}"; then
       for id in "$@"; do
-        grep -q "(id: $id rack: [^ ]* isFenced: false)" "$out" || missing+=" $id"
+        grep -Eq "\(id: $id rack: [^ )]*( isFenced: false)?\)" "$out" || missing+=" $id"
       done
       [[ -z "$missing" ]] && return 0
     else
@@ -283,9 +325,11 @@ c_fresh_start() { # c_fresh_start N SECURITY_DIR
       || die "--security $CLUSTER_SECURITY_DIR: needs ca.pem and broker.pem"
     [[ -n "$CLUSTER_SASL_USERS" ]] || die "--security: set KDELAY_KAFKA_SASL_USERS (name:password ...)"
   fi
+  check_version
   command -v "$JAVA" >/dev/null || die "java not found (set JAVA_HOME or put Java 17+ on PATH)"
   resolve_jars
   write_log4j_configs
+  c_start_guard fresh
   CLUSTER_ID="$(random_cluster_id)"
   CLUSTER_DATA="$(mktemp -d "${TMPDIR:-/tmp}/kdelay-kafka-data.XXXXXX")"
   local used=" "
@@ -318,6 +362,7 @@ c_fresh_start() { # c_fresh_start N SECURITY_DIR
   for id in $(c_brokers); do c_launch "$id"; done
   # shellcheck disable=SC2046
   c_wait_brokers $(c_brokers)
+  c_start_done
   log "ready: Apache Kafka $(c_version), $CLUSTER_NODES brokers on $(c_bootstrap) in $((SECONDS - t0))s"
   c_bootstrap
 }
@@ -327,6 +372,7 @@ c_fresh_start() { # c_fresh_start N SECURITY_DIR
 c_start_node() {
   local id="$1" t0=$SECONDS
   c_node_load "$id"
+  c_start_guard kept
   if c_alive "$NODE_PID"; then
     log "node $id already running (pid $NODE_PID)"
   else
@@ -337,9 +383,11 @@ c_start_node() {
   fi
   if [[ "$id" == "$CTRL_ID" ]]; then
     c_wait_port "$id" "$CLUSTER_CTRL_PORT"
+    c_start_done
     echo "127.0.0.1:$CLUSTER_CTRL_PORT"
   else
     c_wait_brokers "$id"
+    c_start_done
     log "broker $id ready in $((SECONDS - t0))s"
     c_node_load "$id"
     echo "127.0.0.1:$NODE_PORT"
@@ -465,6 +513,8 @@ cluster_main() {
       [[ -z "$brokers" || "$brokers" == "$CLUSTER_NODES" ]] \
         || die "a cluster of $CLUSTER_NODES brokers already has state in $STATE_DIR; \`stop\` it first"
       local id
+      c_start_guard kept
+      write_log4j_configs
       for id in "$CTRL_ID" $(c_brokers); do
         c_node_load "$id"
         c_alive "$NODE_PID" && continue
@@ -473,6 +523,7 @@ cluster_main() {
       done
       # shellcheck disable=SC2046
       c_wait_brokers $(c_brokers)
+      c_start_done
       c_bootstrap
       ;;
     stop)
@@ -501,7 +552,7 @@ cluster_main() {
     acls)
       # Kafka's own kafka-acls (AclCommand) against the PLAINTEXT listener,
       # whose principal is a super user in --security mode.
-      run_tool org.apache.kafka.tools.AclCommand --bootstrap-server "$(c_bootstrap)" "${args[@]}"
+      run_tool "$(tool_class AclCommand)" --bootstrap-server "$(c_bootstrap)" "${args[@]}"
       ;;
     status) c_status ;;
     env) c_env ;;

@@ -35,7 +35,12 @@
 #   acls ARGS...   kafka-acls (AclCommand) against the cluster.
 #
 # Environment:
-#   KDELAY_KAFKA_VERSION  Apache Kafka version (default 4.4.0).
+#   KDELAY_KAFKA_VERSION  Apache Kafka version (default 4.4.0): a 4.x or
+#                         3.x release Maven serves (tested: 4.4.0, 3.9.1,
+#                         3.7.2). 3.x logs through log4j 1.x (reload4j,
+#                         brought by kafka_2.13) and keeps its command-line
+#                         tools in kafka_2.13 (kafka.admin.*); 4.x logs
+#                         through log4j 2 and keeps them in kafka-tools.
 #   KDELAY_CACHE          Jar cache root (default $HOME/.cache/kdelay);
 #                         jars live in $KDELAY_CACHE/kafka-<version>/libs.
 #   KDELAY_KAFKA_STATE    State dir (default ${TMPDIR:-/tmp}/kdelay-kafka):
@@ -49,9 +54,12 @@
 set -euo pipefail
 
 KAFKA_VERSION="${KDELAY_KAFKA_VERSION:-4.4.0}"
+ENV_KAFKA_VERSION="$KAFKA_VERSION"
 # log4j-core is brought by kafka_2.13 4.x; the slf4j binding is not. Kafka
 # 4.x still logs through slf4j-api 1.7.x, so the 1.x binding is the one.
 LOG4J_VERSION="${KDELAY_LOG4J_VERSION:-2.25.5}"
+# Kafka 3.x: slf4j-reload4j, the version Kafka 3.x's distribution ships.
+SLF4J_VERSION="${KDELAY_SLF4J_VERSION:-1.7.36}"
 CACHE_ROOT="${KDELAY_CACHE:-${HOME:-/root}/.cache/kdelay}"
 CACHE_DIR="$CACHE_ROOT/kafka-$KAFKA_VERSION"
 STATE_DIR="${KDELAY_KAFKA_STATE:-${TMPDIR:-/tmp}/kdelay-kafka}"
@@ -68,7 +76,80 @@ fi
 log() { printf '[kafka.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# ------------------------------------------------------------- version ----
+# Kafka 3.x and 4.x differ in three places: the jars to resolve, the log4j
+# generation (log4j 1.x via reload4j in 3.x, log4j 2 in 4.x) and where the
+# tools live (kafka.admin.* in kafka_2.13 for 3.x, org.apache.kafka.tools.*
+# in kafka-tools for 4.x). The storage format command is kafka.tools.StorageTool
+# in both. Functions, not variables: a restart takes KAFKA_VERSION from the
+# state file.
+
+kafka_major() {
+  local m="${KAFKA_VERSION%%.*}"
+  [[ "$m" =~ ^[0-9]+$ ]] || die "KDELAY_KAFKA_VERSION=$KAFKA_VERSION: want a release such as 4.4.0 or 3.9.1"
+  echo "$m"
+}
+
+check_version() {
+  local m
+  m="$(kafka_major)"
+  ((m >= 3)) || die "Apache Kafka $KAFKA_VERSION: only KRaft releases (3.x, 4.x) are supported here"
+}
+
+is_kafka3() { [[ "$(kafka_major)" == 3 ]]; }
+
+# tool_class NAME: the main class of Kafka's command-line tool NAME
+# (BrokerApiVersionsCommand, AclCommand) in this version's jars.
+tool_class() {
+  if is_kafka3; then echo "kafka.admin.$1"; else echo "org.apache.kafka.tools.$1"; fi
+}
+
+# log4j_opts broker|tools: the JVM flag that points this version's log4j
+# at the config write_log4j_configs wrote.
+log4j_opts() {
+  if is_kafka3; then
+    echo "-Dlog4j.configuration=file:$STATE_DIR/log4j-$1.properties"
+  else
+    echo "-Dlog4j2.configurationFile=$STATE_DIR/log4j2-$1.properties"
+  fi
+}
+
 # ---------------------------------------------------------------- jars ----
+
+# extra_deps: the pom dependencies beside kafka_2.13. 4.x: kafka-tools
+# (BrokerApiVersionsCommand, for the readiness check) and log4j 2 with its
+# slf4j 1.x binding. 3.x: kafka_2.13 holds its tools; only the slf4j
+# binding to reload4j (log4j 1.x), which Kafka's own distribution ships
+# but its pom leaves out (without it slf4j logs nothing).
+extra_deps() {
+  if is_kafka3; then
+    cat <<EOF
+    <dependency>
+      <groupId>org.slf4j</groupId>
+      <artifactId>slf4j-reload4j</artifactId>
+      <version>$SLF4J_VERSION</version>
+    </dependency>
+EOF
+    return 0
+  fi
+  cat <<EOF
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>$KAFKA_VERSION</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j-impl</artifactId>
+      <version>$LOG4J_VERSION</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-core</artifactId>
+      <version>$LOG4J_VERSION</version>
+    </dependency>
+EOF
+}
 
 # resolve_jars: make sure $CACHE_DIR/libs holds the broker's runtime jars.
 resolve_jars() {
@@ -97,22 +178,7 @@ resolve_jars() {
       <artifactId>kafka_2.13</artifactId>
       <version>$KAFKA_VERSION</version>
     </dependency>
-    <!-- BrokerApiVersionsCommand, used for the readiness check. -->
-    <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka-tools</artifactId>
-      <version>$KAFKA_VERSION</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-slf4j-impl</artifactId>
-      <version>$LOG4J_VERSION</version>
-    </dependency>
-    <dependency>
-      <groupId>org.apache.logging.log4j</groupId>
-      <artifactId>log4j-core</artifactId>
-      <version>$LOG4J_VERSION</version>
-    </dependency>
+$(extra_deps)
   </dependencies>
 </project>
 EOF
@@ -162,6 +228,24 @@ appender.err.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = ERROR
 rootLogger.appenderRef.err.ref = ERR
 EOF
+  # The same two for log4j 1.x (Kafka 3.x, reload4j).
+  cat >"$STATE_DIR/log4j-broker.properties" <<'EOF'
+log4j.rootLogger=INFO, OUT
+log4j.appender.OUT=org.apache.log4j.ConsoleAppender
+log4j.appender.OUT.layout=org.apache.log4j.PatternLayout
+log4j.appender.OUT.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.org.apache.kafka.clients=WARN
+log4j.logger.org.apache.kafka.controller=INFO
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.request.logger=WARN
+EOF
+  cat >"$STATE_DIR/log4j-tools.properties" <<'EOF'
+log4j.rootLogger=ERROR, ERR
+log4j.appender.ERR=org.apache.log4j.ConsoleAppender
+log4j.appender.ERR.Target=System.err
+log4j.appender.ERR.layout=org.apache.log4j.PatternLayout
+log4j.appender.ERR.layout.ConversionPattern=[%d] %p %m (%c)%n
+EOF
 }
 
 # ---------------------------------------------------------------- ports ---
@@ -189,10 +273,13 @@ free_port() {
 
 # ---------------------------------------------------------------- state ---
 
+# load_state: the recorded broker; its version and jar cache win over the
+# environment's (a save_state after it must not point them elsewhere).
 load_state() {
   [[ -f "$STATE_FILE" ]] || return 1
   # shellcheck disable=SC1090
   source "$STATE_FILE"
+  CACHE_DIR="${KAFKA_CACHE_DIR:-$CACHE_ROOT/kafka-$KAFKA_VERSION}"
 }
 
 save_state() {
@@ -209,13 +296,58 @@ KAFKA_KEPT=${KAFKA_KEPT:-0}
 EOF
 }
 
-# pid_alive: the recorded pid runs, and is a Kafka broker (not a reused pid).
-pid_alive() {
-  [[ -n "${KAFKA_PID:-}" && "${KAFKA_PID}" != 0 ]] || return 1
-  kill -0 "$KAFKA_PID" 2>/dev/null || return 1
-  if [[ -r "/proc/$KAFKA_PID/cmdline" ]]; then
-    tr '\0' ' ' <"/proc/$KAFKA_PID/cmdline" | grep -q 'kafka\.Kafka' || return 1
+# ------------------------------------------------------------ processes --
+
+# LAUNCHED: the pids of the JVMs this invocation started (launch_broker,
+# c_launch), space-separated. start_cleanup stops them when start fails.
+LAUNCHED=" "
+
+# proc_alive PID: PID runs (not a zombie) and is a Kafka node. A pid this
+# invocation launched is ours whatever its command line says: between the
+# fork and the exec of java it is still a copy of this shell. A pid read
+# from a state file must also be running kafka.Kafka (not a reused pid).
+proc_alive() {
+  local pid="${1:-}" st
+  [[ -n "$pid" && "$pid" != 0 ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [[ -r "/proc/$pid/stat" ]]; then
+    st="$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null)" || return 1
+    [[ "${st:0:1}" == Z || "${st:0:1}" == X || -z "$st" ]] && return 1
   fi
+  [[ "$LAUNCHED" == *" $pid "* ]] && return 0
+  if [[ -r "/proc/$pid/cmdline" ]]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'kafka\.Kafka' || return 1
+  fi
+  return 0
+}
+
+# pid_alive: the recorded broker pid runs and is a Kafka node.
+pid_alive() { proc_alive "${KAFKA_PID:-}"; }
+
+# kill_launched: stop every JVM this invocation launched (SIGTERM, up to
+# 15 s, then SIGKILL) and reap it. Each runs in its own session (setsid),
+# so its process group is signalled as well.
+kill_launched() {
+  local pid i left
+  for pid in $LAUNCHED; do
+    proc_alive "$pid" || continue
+    log "stopping pid $pid, started by this failed start"
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  done
+  for i in $(seq 1 60); do
+    left=""
+    for pid in $LAUNCHED; do proc_alive "$pid" && left+=" $pid"; done
+    [[ -z "$left" ]] && break
+    sleep 0.25
+  done
+  for pid in $left; do
+    log "pid $pid did not exit in 15s; SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  done
+  for pid in $LAUNCHED; do wait "$pid" 2>/dev/null || true; done
+  for pid in $LAUNCHED; do
+    proc_alive "$pid" && { log "ERROR: pid $pid is still alive"; return 1; }
+  done
   return 0
 }
 
@@ -268,7 +400,7 @@ EOF
 
 run_tool() { # run_tool MAINCLASS ARGS... — a short-lived Kafka CLI JVM.
   "$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
-    -Dlog4j2.configurationFile="$STATE_DIR/log4j2-tools.properties" \
+    "$(log4j_opts tools)" \
     -cp "$(classpath)" "$@"
 }
 
@@ -291,18 +423,26 @@ launch_broker() {
   "${detach[@]}" "$JAVA" $HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
     -Xlog:gc:file="$STATE_DIR/gc.log":time \
     -Djava.awt.headless=true \
-    -Dlog4j2.configurationFile="$STATE_DIR/log4j2-broker.properties" \
+    "$(log4j_opts broker)" \
     -Dkafka.logs.dir="$STATE_DIR" \
     -cp "$(classpath)" kafka.Kafka "$STATE_DIR/server.properties" \
     </dev/null >>"$KAFKA_LOG" 2>&1 &
   KAFKA_PID=$!
+  LAUNCHED+="$KAFKA_PID "
   save_state
   log "broker pid $KAFKA_PID, client 127.0.0.1:$KAFKA_PORT, controller 127.0.0.1:$KAFKA_CONTROLLER_PORT"
   log "log $KAFKA_LOG, data $KAFKA_DATA_DIR"
 }
 
-# wait_ready: port open, then a metadata + ApiVersions round trip through
-# Kafka's own BrokerApiVersionsCommand.
+# api_versions BOOTSTRAP: a metadata + ApiVersions round trip to every
+# broker through Kafka's own BrokerApiVersionsCommand (its output lists
+# each broker as `host:port (id: N rack: R ...)`), into apiversions.txt.
+api_versions() {
+  run_tool "$(tool_class BrokerApiVersionsCommand)" --bootstrap-server "$1" \
+    >"$STATE_DIR/apiversions.txt" 2>&1
+}
+
+# wait_ready: port open, then api_versions answers.
 wait_ready() {
   local deadline=$((SECONDS + START_TIMEOUT))
   while ! port_in_use "$KAFKA_PORT"; do
@@ -311,8 +451,7 @@ wait_ready() {
     sleep 0.5
   done
   while :; do
-    if run_tool org.apache.kafka.tools.BrokerApiVersionsCommand \
-         --bootstrap-server "127.0.0.1:$KAFKA_PORT" >"$STATE_DIR/apiversions.txt" 2>&1; then
+    if api_versions "127.0.0.1:$KAFKA_PORT"; then
       break
     fi
     pid_alive || { tail -n 60 "$KAFKA_LOG" >&2; die "broker exited during startup (log tail above)"; }
@@ -329,9 +468,40 @@ started_version() {
 
 # ---------------------------------------------------------------- cmds ----
 
+# START_MODE: what start_cleanup does with the state of a failed start:
+# "fresh" removes it with the data dir, "kept" keeps the data for a retry.
+START_MODE=""
+
+# start_cleanup: the EXIT trap of start. On failure (die, a signal) it
+# stops the broker this start launched, so a failed start never leaves a
+# broker running, then drops or keeps the state (START_MODE).
+start_cleanup() {
+  local rc=$?
+  ((rc == 0)) && return 0
+  if ! kill_launched; then
+    log "start failed and pid ${KAFKA_PID:-?} survived SIGKILL; its state stays in $STATE_DIR"
+    return
+  fi
+  case "$START_MODE" in
+    fresh)
+      [[ "${KAFKA_DATA_DIR:-}" == *kdelay-kafka-data.* ]] && rm -rf "$KAFKA_DATA_DIR"
+      rm -f "$STATE_FILE"
+      ;;
+    kept)
+      KAFKA_PID=0
+      KAFKA_KEPT=1
+      save_state
+      ;;
+  esac
+  log "start failed (exit $rc); no broker of it is left running${START_MODE:+ (state: $START_MODE)}"
+}
+
 cmd_start() {
   local t0=$SECONDS
   mkdir -p "$STATE_DIR"
+  trap start_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
   if load_state; then
     if pid_alive; then
       log "already running (pid $KAFKA_PID) on 127.0.0.1:$KAFKA_PORT"
@@ -344,9 +514,11 @@ cmd_start() {
       [[ -f "$CACHE_DIR/.complete" ]] || resolve_jars
       write_log4j_configs
       log "restarting Apache Kafka $KAFKA_VERSION on kept data $KAFKA_DATA_DIR"
+      START_MODE=kept
       KAFKA_KEPT=0
       launch_broker
       wait_ready
+      trap - EXIT INT TERM
       log "ready: Apache Kafka $(started_version) on 127.0.0.1:$KAFKA_PORT in $((SECONDS - t0))s"
       echo "127.0.0.1:$KAFKA_PORT"
       return 0
@@ -356,11 +528,15 @@ cmd_start() {
     log "stale state in $STATE_DIR (pid ${KAFKA_PID:-?} gone); wiping it and starting fresh"
     [[ "${KAFKA_DATA_DIR:-}" == *kdelay-kafka-data.* ]] && rm -rf "$KAFKA_DATA_DIR"
     rm -f "$STATE_FILE"
+    KAFKA_VERSION="$ENV_KAFKA_VERSION"
+    CACHE_DIR="$CACHE_ROOT/kafka-$KAFKA_VERSION"
   fi
 
+  check_version
   command -v "$JAVA" >/dev/null || die "java not found (set JAVA_HOME or put Java 17+ on PATH)"
   resolve_jars
   write_log4j_configs
+  START_MODE=fresh
   KAFKA_PORT="${KDELAY_KAFKA_PORT:-$(free_port)}"
   KAFKA_CONTROLLER_PORT="$(free_port)"
   while [[ "$KAFKA_CONTROLLER_PORT" == "$KAFKA_PORT" ]]; do KAFKA_CONTROLLER_PORT="$(free_port)"; done
@@ -377,6 +553,7 @@ cmd_start() {
   log "starting Apache Kafka $KAFKA_VERSION (java: $("$JAVA" -version 2>&1 | head -n 1))"
   launch_broker
   wait_ready
+  trap - EXIT INT TERM
   log "ready: Apache Kafka $(started_version) on 127.0.0.1:$KAFKA_PORT in $((SECONDS - t0))s"
   echo "127.0.0.1:$KAFKA_PORT"
 }
