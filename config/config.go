@@ -130,10 +130,12 @@ type Config struct {
 	Delivery string `env:"DELIVERY" envDefault:"at-least-once"`
 	// TransactionalID, KDELAY_TRANSACTIONAL_ID: the exactly-once relay's
 	// transactional ID. Default kdelay-<group>-<KDELAY_INSTANCE_ID>, else
-	// kdelay-<group>-<host name> (the pod name in a StatefulSet). It must be
-	// stable across restarts of one relay (a restart then aborts what the
-	// previous process left open at once) and unique among live relays (two
-	// with one ID fence each other: the older one stops).
+	// the one the data directory keeps (kdelay-<group>-<host>-<random>,
+	// made on first start): unique by construction, since one relay holds
+	// a data directory at a time, and stable across restarts on the same
+	// directory (a restart then aborts what the previous process left open
+	// at once). Set by hand it must be unique among live relays: two with
+	// one ID fence each other and the older one stops.
 	TransactionalID string `env:"TRANSACTIONAL_ID"`
 	// RetryTimeout, KDELAY_RETRY_TIMEOUT: how long a record whose produce
 	// fails with an error kdelay does not classify is retried before it is

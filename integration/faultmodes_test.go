@@ -54,20 +54,18 @@ func (s *scenario) mode() string {
 
 func (s *scenario) exactlyOnce() bool { return s.mode() == "exactly-once" }
 
-// namedRelay starts the relay id; in exactly-once mode with its own
-// transactional ID (a restart of the same relay passes the same id: like a
-// pod, it fences its predecessor). Each process gets its own log file.
+// namedRelay starts the relay id as a user would start several on one
+// host: no transactional or instance ID set, so in exactly-once mode each
+// takes the transactional ID its data directory keeps (a restart on the
+// same directory gets it back and fences its predecessor; a wiped one
+// makes a new one). Each process gets its own log file.
 func (s *scenario) namedRelay(id, dataDir string) *relayProc {
 	s.t.Helper()
 	s.mu.Lock()
 	s.relayNo++
 	name := fmt.Sprintf("%s.%d", id, s.relayNo)
 	s.mu.Unlock()
-	vars := s.vars
-	if s.exactlyOnce() {
-		vars = s.withVars("KDELAY_TRANSACTIONAL_ID", s.prefix+"-"+id)
-	}
-	return startRelay(s.t, name, vars, dataDir, 90*time.Second)
+	return startRelay(s.t, name, s.vars, dataDir, 90*time.Second)
 }
 
 // checkFaults checks a fault scenario in its mode: 0 lost and 0 early

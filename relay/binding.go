@@ -219,35 +219,13 @@ func readBinding(dir string) (binding, error) {
 	return b, nil
 }
 
-// writeBinding replaces binding.json atomically (write, fsync, rename).
+// writeBinding replaces binding.json atomically.
 func writeBinding(dir string, b binding) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("relay: data directory: %w", err)
-	}
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, bindingFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("relay: write %s: %w", bindingFile, err)
-	}
-	_, err = f.Write(append(data, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, bindingFile))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("relay: write %s in %s: %w", bindingFile, dir, err)
-	}
-	return nil
+	return writeFileAtomic(dir, bindingFile, append(data, '\n'))
 }
 
 // watchTopic checks the delay topic's ID every topicCheckEvery; when the

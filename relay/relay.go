@@ -168,6 +168,12 @@ type Relay struct {
 	firstAsg     bool // the first assignment has been taken up
 	resync       map[int32]int64
 	fatal        error // stops Run: the group's state cannot be used by this relay
+	// groupMoved: a revoke or a loss since the transact session's last
+	// End (exactly once); see beginTxn.
+	groupMoved atomic.Bool
+
+	lock  *dirLock // the data directory's, held from New to Close
+	txnID string   // exactly once: the transactional ID (transactionalID)
 
 	health    health
 	stopping  atomic.Bool
@@ -294,8 +300,22 @@ func New(opts Options) (*Relay, error) {
 		return nil, err
 	}
 	kopts = append(kopts, opts.KafkaOpts...)
+	if r.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			r.lock.unlock()
+		}
+	}()
 	if err := r.preflight(kopts); err != nil {
 		return nil, err
+	}
+	if cfg.Delivery == ExactlyOnce {
+		if r.txnID, err = r.transactionalID(); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.openCancels(kopts, reg); err != nil {
 		return nil, err
@@ -341,7 +361,7 @@ func New(opts Options) (*Relay, error) {
 	}
 	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
 	if cfg.Delivery == ExactlyOnce {
-		kopts = append(kopts, kgo.TransactionalID(r.transactionalID()), kgo.TransactionTimeout(txnTimeout))
+		kopts = append(kopts, kgo.TransactionalID(r.txnID), kgo.TransactionTimeout(txnTimeout(cfg.SessionTimeout)))
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
 			r.wheel.Close()
@@ -349,6 +369,8 @@ func New(opts Options) (*Relay, error) {
 			return nil, fmt.Errorf("relay: kafka transactional client: %w", err)
 		}
 		r.txn, r.cl = sess, sess.Client()
+		r.log.Info("exactly-once delivery", "transactional_id", r.txnID, "transaction_timeout", txnTimeout(cfg.SessionTimeout).String())
+		ok = true
 		return r, nil
 	}
 	cl, err := kgo.NewClient(kopts...)
@@ -358,6 +380,7 @@ func New(opts Options) (*Relay, error) {
 		return nil, fmt.Errorf("relay: kafka client: %w", err)
 	}
 	r.cl = cl
+	ok = true
 	return r, nil
 }
 
@@ -464,6 +487,7 @@ func (r *Relay) Close() error {
 				r.closeErr = fmt.Errorf("relay: close wheel: %w", err)
 			}
 		}
+		r.lock.unlock()
 	})
 	return r.closeErr
 }
@@ -489,9 +513,6 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		// Wake at least once a second so readiness and gauges stay fresh.
 		if idle := r.now().Add(r.maxPoll); wake.IsZero() || wake.After(idle) {
 			wake = idle
-		}
-		if r.txn != nil && !r.beginTxn(ctx) {
-			continue
 		}
 		// A timeout on the relay's own clock (Options.Now), not a
 		// deadline on the wall clock.
@@ -533,6 +554,10 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		if _, gen := r.cl.GroupMetadata(); gen >= 0 {
 			r.joined.Store(true)
 		}
+		// Exactly once: the transaction begins once the poll is back, so
+		// that no rebalance falls inside it (they wait for AllowRebalance).
+		// Records polled while it cannot begin stay queued.
+		began := r.txn == nil || r.beginTxn(ctx)
 
 		if r.suspect && !r.now().Before(r.confirmAt) {
 			// Asked at most every confirmRetry: a poll that returns
@@ -573,8 +598,8 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.lastIter = now
 		var b, solo []*item
 		started := newAttempts()
-		if r.suspect {
-			started.release() // records stay queued until membership is confirmed or lost
+		if r.suspect || !began {
+			started.release() // records stay queued until membership is confirmed or lost, or a transaction begins
 		} else {
 			b, solo, started = r.collect(work, now)
 		}
@@ -589,7 +614,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			r.cl.AllowRebalance()
 			return nil
 		}
-		if r.txn != nil {
+		if r.txn != nil && began {
 			if err := r.endTxn(work, b, solo, started); err != nil {
 				r.log.Warn("shutdown: transaction aborted, batch handed back", "records", len(b)+len(solo), "err", err)
 				r.cl.AllowRebalance()
@@ -1022,9 +1047,10 @@ func (r *Relay) fetchCommitted(ctx context.Context, cl *kgo.Client) (map[int32]c
 	var err error
 	// Retriable errors (an offset commit pending in another relay's open
 	// transaction: UNSTABLE_OFFSET_COMMIT; a coordinator moving) are
-	// retried until the transaction timeout has surely passed; others a
-	// few times.
-	deadline := r.now().Add(2 * txnTimeout)
+	// retried until the transaction timeout has surely passed (another
+	// relay's may be longer than this one's: at least 40 s); others a few
+	// times.
+	deadline := r.now().Add(max(2*txnTimeout(r.cfg.SessionTimeout), 40*time.Second))
 	for attempt, wait := 0, 200*time.Millisecond; attempt < 4 || (kerr.IsRetriable(err) && r.now().Before(deadline)); attempt, wait = attempt+1, min(2*wait, 2*time.Second) {
 		var resp kadm.OffsetResponses
 		// RequireStable: a commit pending in an open transaction (exactly-
@@ -1106,6 +1132,7 @@ func (r *Relay) adjustStart(_ context.Context, offsets map[string]map[int32]kgo.
 // New has stored r.cl.
 
 func (r *Relay) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	r.groupMoved.Store(true)
 	r.handOver(ctx, revoked[r.cfg.Topic])
 	r.release(cl, revoked[r.cfg.Topic], "revoked")
 }
@@ -1160,6 +1187,7 @@ wait:
 }
 
 func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	r.groupMoved.Store(true)
 	r.release(cl, lost[r.cfg.Topic], "lost")
 }
 

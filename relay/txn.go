@@ -41,40 +41,55 @@ const (
 // produced fine: they are produced again in the next one.
 var errTxnAborted = errors.New("relay: transaction aborted")
 
-// txnTimeout is the transaction timeout asked of the broker: a relay that
-// dies mid-transaction holds back read_committed consumers of its targets
-// at most this long (a restart with the same transactional ID aborts the
-// open transaction at once).
-const txnTimeout = 20 * time.Second
+// txnTimeout is the transaction timeout asked of the broker: the group's
+// session timeout. A relay that dies or freezes mid-transaction holds back
+// read_committed consumers of its targets, and the next owner of its
+// partitions (whose committed offsets are pending until then), no longer
+// than the group takes to move those partitions. A restart with the same
+// transactional ID aborts the open transaction at once.
+func txnTimeout(session time.Duration) time.Duration { return session }
 
-// txnWait bounds how long a transaction waits for its produces before it
-// is aborted and its records set aside; below txnTimeout.
-const txnWait = 8 * time.Second
+// txnWait bounds how long a transaction waits for its produces, and then
+// for its commit, before it is aborted and its records set aside: half the
+// transaction timeout, at most 8 s, so that both fit in it.
+func txnWait(session time.Duration) time.Duration {
+	return min(8*time.Second, txnTimeout(session)/2)
+}
 
-// transactionalID is the relay's stable transactional ID:
-// KDELAY_TRANSACTIONAL_ID, else kdelay-<group>- followed by
-// KDELAY_INSTANCE_ID, else the host name (the pod name in a StatefulSet).
-// Two live relays with one ID fence each other: the older one stops with a
-// ProducerFenced error.
-func (r *Relay) transactionalID() string {
+// transactionalID is the relay's transactional ID, stable across its
+// restarts and unique among live relays: KDELAY_TRANSACTIONAL_ID, else
+// kdelay-<group>-<KDELAY_INSTANCE_ID> (a pod name: a StatefulSet pod keeps
+// it), else the one its data directory keeps (dataDirTxnID). Two live
+// relays with one ID fence each other: the older one stops with
+// ErrFenced.
+func (r *Relay) transactionalID() (string, error) {
 	if r.cfg.TransactionalID != "" {
-		return r.cfg.TransactionalID
+		return r.cfg.TransactionalID, nil
 	}
-	id := r.cfg.InstanceID
-	if id == "" {
-		id, _ = os.Hostname()
+	if r.cfg.InstanceID != "" {
+		return "kdelay-" + r.cfg.Group + "-" + r.cfg.InstanceID, nil
 	}
-	if id == "" {
-		id = "relay"
-	}
-	return "kdelay-" + r.cfg.Group + "-" + id
+	host, _ := os.Hostname()
+	return dataDirTxnID(r.cfg.DataDir, r.bind.ClusterID, r.cfg.Group, host)
+}
+
+// ErrFenced is returned by [Relay.Run] in exactly-once mode when a newer
+// producer with the relay's transactional ID took over (or the principal
+// may not use it): the relay stops forwarding at once and leaves its
+// group, and the process exits non-zero for its supervisor.
+var ErrFenced = errors.New("relay: fenced: another producer took over this relay's transactional ID")
+
+// fencedErr reports whether err means this producer can never commit again.
+func fencedErr(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
 }
 
 // endTxn waits for every attempt of the batch, then commits the
 // transaction with the batch's offsets, or aborts it. It returns an error
 // only when ctx ends first.
 func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) error {
-	stuck := time.NewTimer(txnWait)
+	wait := txnWait(r.cfg.SessionTimeout)
+	stuck := time.NewTimer(wait)
 	defer stuck.Stop()
 	select {
 	case <-started.done:
@@ -82,7 +97,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 		// A produce that does not land (a broker away, a coordinator that
 		// moved) would hold the transaction open: abort it, which fails
 		// what is still buffered; the records are produced again.
-		r.log.Warn("transaction's produces not done; aborting it", "after", txnWait)
+		r.log.Warn("transaction's produces not done; aborting it", "after", wait)
 		r.m.txns.WithLabelValues("aborted").Inc()
 		r.abortTxn("produces not done")
 		select {
@@ -152,7 +167,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	// that needs a rejoin, which this loop blocks until it allows a
 	// rebalance (BlockRebalanceOnPoll); a timeout aborts the transaction
 	// and lets the group recover.
-	ectx, cancel := context.WithTimeout(ctx, txnWait)
+	ectx, cancel := context.WithTimeout(ctx, wait)
 	committed, err := r.txn.End(kgo.PreTxnCommitFnContext(ectx, r.txnCommitRequest(reqs)), kgo.TryCommit)
 	cancel()
 	r.m.txnTime.Observe(time.Since(start).Seconds())
@@ -173,8 +188,8 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	r.mu.Unlock()
 	r.abortTxn("commit failed") // a no-op unless End left it open
 	r.mu.Lock()
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
-		r.fatal = fmt.Errorf("relay: transactional ID %s: %w (another relay uses it, or the principal may not)", r.transactionalID(), err)
+	if fencedErr(err) {
+		r.fatal = fmt.Errorf("%w: transactional ID %s: %w", ErrFenced, r.txnID, err)
 	}
 	for p := range touched {
 		if ps := r.parts[p]; ps != nil {
@@ -193,10 +208,28 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 // one (an end that could not reach the coordinator), it aborts that one and
 // reports false after a pause: the loop tries again, and meanwhile says it
 // is not making progress.
+//
+// It runs after the poll, with rebalances blocked until the transaction
+// ended, so no revoke falls inside a transaction. A revoke or loss since
+// the session's last End would still make franz-go abort the next
+// transaction (GroupTransactSession marks the session failed until End):
+// an End of the empty session clears that first, so a rebalance no
+// longer costs the batch that follows it.
 func (r *Relay) beginTxn(ctx context.Context) bool {
+	if r.groupMoved.Swap(false) {
+		if _, err := r.txn.End(ctx, kgo.TryAbort); err != nil {
+			r.log.Warn("clearing the transact session after a rebalance", "err", err)
+		}
+	}
 	err := r.txn.Begin()
 	if err == nil {
 		return true
+	}
+	if fencedErr(err) {
+		r.mu.Lock()
+		r.fatal = fmt.Errorf("%w: transactional ID %s: %w", ErrFenced, r.txnID, err)
+		r.mu.Unlock()
+		return false
 	}
 	r.log.Warn("begin transaction failed; aborting the open one and trying again", "err", err)
 	r.abortTxn("begin failed")

@@ -59,7 +59,7 @@ var relaySettings = []setting{
 	{"target-missing-timeout", "TARGET_MISSING_TIMEOUT", "duration", "how long a missing target topic is retried before dead-lettering"},
 	{"missing-topic-grace", "MISSING_TOPIC_GRACE", "duration", "how long run waits for a missing delay, dead-letter or cancel topic (just created, not yet in every broker's metadata) before it exits"},
 	{"delivery", "DELIVERY", "string", "at-least-once or exactly-once (one Kafka transaction per batch: forwards, cascades, dead letters and the offset commit)"},
-	{"transactional-id", "TRANSACTIONAL_ID", "string", "exactly-once: the relay's transactional ID, stable across its restarts and unique among live relays (default kdelay-<group>-<instance id or host name>)"},
+	{"transactional-id", "TRANSACTIONAL_ID", "string", "exactly-once: the relay's transactional ID, stable across its restarts and unique among live relays (default kdelay-<group>-<instance id>, else one kept in the data directory)"},
 	{"retry-timeout", "RETRY_TIMEOUT", "duration", "how long a produce error kdelay does not classify is retried before the record is dead-lettered with the error"},
 	{"stall-timeout", "STALL_TIMEOUT", "duration", "due work and no delivery for this long: /healthz answers 503 so that a supervisor restarts the relay"},
 	{"cancel-margin", "CANCEL_MARGIN", "duration", "a cancel acknowledged at least this long before a record's due time is always honoured"},
