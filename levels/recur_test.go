@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func mustSeries(t *testing.T, kv ...string) *Recurrence {
@@ -187,5 +189,45 @@ func TestNextHeaders(t *testing.T) {
 	out2 := NextHeaders(out, next.Add(2*time.Second), ts.Add(9*time.Second), 4)
 	if got := OriginalTimestamp(out2, time.Time{}); !got.Equal(ts) {
 		t.Fatalf("second hop original timestamp %s, want %s", got, ts)
+	}
+}
+
+func TestStampSeries(t *testing.T) {
+	tab := Default()
+	ts := utc("2026-06-01T10:00:00Z")
+	for _, c := range []struct {
+		name    string
+		d       Delay
+		due     time.Time
+		wantErr bool
+	}{
+		{"every", Delay{Target: "out", ID: "s", Every: 90 * time.Second}, ts.Add(90 * time.Second), false},
+		{"every with at", Delay{Target: "out", ID: "s", Every: time.Hour, At: ts.Add(10 * time.Second)}, ts.Add(10 * time.Second), false},
+		{"cron in a zone with count and until", Delay{Target: "out", ID: "s", Cron: "0 30 9 * * *", Timezone: "Europe/Berlin", Count: 3, Until: ts.Add(72 * time.Hour)}, utc("2026-06-02T07:30:00Z"), false},
+		{"no id", Delay{Target: "out", Every: time.Minute}, time.Time{}, true},
+		{"bad cron", Delay{Target: "out", ID: "s", Cron: "every day"}, time.Time{}, true},
+		{"short every", Delay{Target: "out", ID: "s", Every: time.Millisecond}, time.Time{}, true},
+		{"until first", Delay{Target: "out", ID: "s", Every: time.Hour, Until: ts.Add(time.Minute)}, time.Time{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &kgo.Record{Key: []byte("k"), Timestamp: ts}
+			err := tab.Stamp(r, "delays", c.d, ts)
+			if c.wantErr {
+				if err == nil {
+					t.Fatalf("stamped %v", r.Headers)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := tab.Parse(r.Headers, ts)
+			if err != nil || s.Recur == nil || !s.Due.Equal(c.due) {
+				t.Fatalf("stamped record parses as due %s, %+v, %v; want due %s", s.Due, s.Recur, err, c.due)
+			}
+			if want := tab.PartitionFor(tab.LevelFor(s.Delay), r.Key); r.Partition != want {
+				t.Fatalf("partition %d, want %d (level of the first occurrence)", r.Partition, want)
+			}
+		})
 	}
 }

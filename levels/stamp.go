@@ -25,6 +25,23 @@ type Delay struct {
 	// ID, if set, is the schedule's id (kdelay-id, 1 to MaxIDLen bytes): a
 	// cancel keyed by it on the cancel topic cancels the record.
 	ID string
+
+	// Every, if set, makes the record a series on a fixed grid
+	// (kdelay-every, at least MinEvery); needs ID. Without Delay, At or
+	// Level its first occurrence is one Every after the timestamp.
+	Every time.Duration
+	// Cron, if set, makes the record a series on a cron expression
+	// (kdelay-cron, five fields or six with seconds first); needs ID.
+	// Without Delay, At or Level its first occurrence is the expression's
+	// first time after the timestamp.
+	Cron string
+	// Timezone is the IANA zone Cron is read in (kdelay-timezone); ""
+	// is UTC.
+	Timezone string
+	// Until, if set, ends a series: no occurrence after it (kdelay-until).
+	Until time.Time
+	// Count, if set, ends a series after that many firings (kdelay-count).
+	Count int
 }
 
 // Stamp prepares r for the delay topic named topic: it sets r.Topic, the
@@ -53,8 +70,11 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 		r.Timestamp = now
 	}
 	hs := []kgo.RecordHeader{{Key: HeaderTarget, Value: []byte(d.Target)}}
+	series := d.Every != 0 || d.Cron != ""
 	var delay time.Duration
 	switch {
+	case series && set == 0:
+		// The first occurrence follows from the series (below).
 	case d.At.IsZero() && d.Level == 0:
 		if d.Delay < 0 {
 			return fmt.Errorf("levels: stamp: negative delay %s", d.Delay)
@@ -85,6 +105,12 @@ func (t *Table) Stamp(r *kgo.Record, topic string, d Delay, now time.Time) error
 			return fmt.Errorf("levels: stamp: id of %d bytes, at most %d", len(d.ID), MaxIDLen)
 		}
 		hs = append(hs, kgo.RecordHeader{Key: HeaderID, Value: []byte(d.ID)})
+	}
+	if series {
+		var err error
+		if hs, delay, err = t.stampSeries(hs, d, r.Timestamp, set == 0, delay); err != nil {
+			return err
+		}
 	}
 	level := d.Level
 	if level == 0 {
@@ -135,4 +161,39 @@ func (t *Table) Replace(r *kgo.Record, topic, cancelTopic, id string, d Delay, n
 		return nil, err
 	}
 	return c, nil
+}
+
+// stampSeries appends the series headers of d to hs and checks them as
+// the relay will; with first, the delay is the first occurrence's.
+func (t *Table) stampSeries(hs []kgo.RecordHeader, d Delay, ts time.Time, first bool, delay time.Duration) ([]kgo.RecordHeader, time.Duration, error) {
+	if d.Every != 0 {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderEvery, Value: []byte(d.Every.String())})
+	}
+	if d.Cron != "" {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderCron, Value: []byte(d.Cron)})
+	}
+	if d.Timezone != "" {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderTimezone, Value: []byte(d.Timezone)})
+	}
+	if !d.Until.IsZero() {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderUntil, Value: strconv.AppendInt(nil, d.Until.UnixMilli(), 10)})
+	}
+	if d.Count != 0 {
+		hs = append(hs, kgo.RecordHeader{Key: HeaderCount, Value: strconv.AppendInt(nil, int64(d.Count), 10)})
+	}
+	rec, err := t.parseRecurrence(hs, d.ID)
+	if err != nil {
+		return nil, 0, err // a *ContractError, "levels: ..."
+	}
+	if first {
+		at := rec.First(ts)
+		if at.IsZero() {
+			return nil, 0, fmt.Errorf("levels: stamp: cron %q has no time in the next five years", d.Cron)
+		}
+		delay = at.Sub(ts)
+	}
+	if !d.Until.IsZero() && ts.Add(delay).After(d.Until) {
+		return nil, 0, fmt.Errorf("levels: stamp: until %s lies before the first occurrence", d.Until.UTC().Format(time.RFC3339))
+	}
+	return hs, delay, nil
 }

@@ -182,7 +182,7 @@ func TestUsageErrors(t *testing.T) {
 		{"send bad delay", nil, []string{"send", "--target", "demo", "--delay", "soon"}, []string{`invalid --delay "soon": not a duration`}},
 		{"send negative delay", nil, []string{"send", "--target", "demo", "--delay", "-5s"}, []string{`invalid --delay "-5s": negative`}},
 		{"send without target", nil, []string{"send", "--delay", "1s"}, []string{`required flag(s) "target" not set`}},
-		{"send without schedule", nil, []string{"send", "--target", "demo"}, []string{"at least one of the flags in the group [delay at level] is required"}},
+		{"send without schedule", nil, []string{"send", "--target", "demo"}, []string{"at least one of the flags in the group [delay at level every cron] is required"}},
 		{"send two schedules", nil, []string{"send", "--target", "demo", "--delay", "1s", "--level", "2"}, []string{"if any flags in the group [delay at level] are set none of the others can be"}},
 		{"send bad level", nil, []string{"send", "--target", "demo", "--level", "19"}, []string{"invalid --level 19: levels are 1..18"}},
 		{"send bad at", nil, []string{"send", "--target", "demo", "--at", "tomorrow"}, []string{`invalid --at "tomorrow"`}},

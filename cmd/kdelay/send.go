@@ -40,6 +40,11 @@ type sendFlags struct {
 	asJSON    bool
 	id        string
 	replace   bool
+	every     string
+	cron      string
+	timezone  string
+	until     string
+	times     int
 }
 
 // interruptGrace bounds how long send waits, once interrupted, for the
@@ -53,7 +58,7 @@ const pastSlack = time.Minute
 func (a *app) newSendCmd() *cobra.Command {
 	var f sendFlags
 	cmd := &cobra.Command{
-		Use:   "send --target TOPIC (--delay D | --at TIME | --level N) [flags]",
+		Use:   "send --target TOPIC (--delay D | --at TIME | --level N | --every D | --cron EXPR) [flags]",
 		Short: "Produce delayed records to the delay topic",
 		Long: `Produce delayed records to the delay topic, stamped as the producer contract
 says (levels.Table.Stamp): the kdelay headers, and the partition of the
@@ -78,13 +83,23 @@ prints how many were acknowledged and exits 1.
 the cancel topic names (see kdelay cancel). --replace reschedules: for each
 record it first writes a cancel of the id, cut-off now (rounded up to the
 next millisecond), waits for its ack, then sends the new record with that
-timestamp, so only earlier records with the id are cancelled.`,
+timestamp, so only earlier records with the id are cancelled.
+
+--every or --cron sends a recurring series (needs --id): each occurrence is
+forwarded once and the next one scheduled through the delay topic. --every
+is a Go duration of at least 1s (occurrences at first + n x every); --cron
+is five fields, or six with seconds first, read in --timezone (IANA, default
+UTC). The first occurrence is --delay/--at when given, else the first one
+after now. --until ends the series, --times limits its firings; kdelay
+cancel --id stops it.`,
 		Example: `  kdelay send --target orders --delay 30s --key order-42 --value '{"id":42}'
   echo hello | kdelay send --target demo --level 3 -H trace-id=abc
   kdelay send --target demo --at 2030-01-01T00:00:00Z --value new-year
   kdelay send --target demo --delay 1m --count 100000 --key "k{i}" --value "v{i}" --progress
   kdelay send --target orders --delay 30m --id order-42 --value '{"id":42}'
-  kdelay send --target orders --delay 1h --id order-42 --replace --value '{"id":42}'`,
+  kdelay send --target orders --delay 1h --id order-42 --replace --value '{"id":42}'
+  kdelay send --target reports --every 1h --id hourly-report --value run
+  kdelay send --target reports --cron "0 30 9 * * MON-FRI" --timezone Europe/Berlin --id standup --value ping`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
 			return a.send(cmd, f)
@@ -105,9 +120,15 @@ timestamp, so only earlier records with the id are cancelled.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	fl.StringVar(&f.id, "id", "", `the records' kdelay-id, 1-255 bytes ("{i}" = record index); default none`)
 	fl.BoolVar(&f.replace, "replace", false, "reschedule: cancel the earlier records with the --id first, then send")
+	fl.StringVar(&f.every, "every", "", "a recurring series every this Go duration (at least 1s); needs --id")
+	fl.StringVar(&f.cron, "cron", "", `a recurring series on a cron expression, five fields or six with seconds first ("*/10 * * * * *"); needs --id`)
+	fl.StringVar(&f.timezone, "timezone", "", "IANA time zone of --cron (default UTC)")
+	fl.StringVar(&f.until, "until", "", "end of the series: RFC 3339 or epoch milliseconds")
+	fl.IntVar(&f.times, "times", 0, "number of firings of the series (kdelay-count); default no limit")
 	cmd.MarkFlagRequired("target")
 	cmd.MarkFlagsMutuallyExclusive("delay", "at", "level")
-	cmd.MarkFlagsOneRequired("delay", "at", "level")
+	cmd.MarkFlagsMutuallyExclusive("every", "cron")
+	cmd.MarkFlagsOneRequired("delay", "at", "level", "every", "cron")
 	return cmd
 }
 
@@ -153,11 +174,14 @@ func (f sendFlags) schedule(tab *levels.Table) (schedule, error) {
 			return d, usageErrorf("invalid --at %q: want RFC 3339 (2030-01-01T00:00:00Z) or epoch milliseconds", f.at)
 		}
 		d.At = at
-	default:
+	case f.level != 0 || (f.every == "" && f.cron == ""):
 		if f.level < 1 || f.level > tab.Levels() {
 			return d, usageErrorf("invalid --level %d: levels are 1..%d (see kdelay levels)", f.level, tab.Levels())
 		}
 		d.Level = f.level
+	}
+	if err := f.series(&d); err != nil {
+		return d, err
 	}
 	if f.partition >= 0 {
 		p := f.partition
@@ -168,11 +192,45 @@ func (f sendFlags) schedule(tab *levels.Table) (schedule, error) {
 	return d, nil
 }
 
+// series adds --every, --cron, --timezone, --until and --times to d.
+func (f sendFlags) series(d *schedule) error {
+	if f.every == "" && f.cron == "" {
+		if f.timezone != "" || f.until != "" || f.times != 0 {
+			return usageErrorf("--timezone, --until and --times need --every or --cron")
+		}
+		return nil
+	}
+	if f.every != "" {
+		every, err := time.ParseDuration(strings.TrimSpace(f.every))
+		if err != nil || every < levels.MinEvery {
+			return usageErrorf("invalid --every %q: a Go duration of at least 1s (examples: 30s, 1h)", f.every)
+		}
+		d.Every = every
+	}
+	if f.timezone != "" && f.cron == "" {
+		return usageErrorf("--timezone needs --cron (an --every series is a fixed grid)")
+	}
+	d.Cron, d.Timezone = f.cron, f.timezone
+	if f.until != "" {
+		u, err := parseAt(f.until)
+		if err != nil {
+			return usageErrorf("invalid --until %q: want RFC 3339 or epoch milliseconds", f.until)
+		}
+		d.Until = u
+	}
+	if f.times < 0 {
+		return usageErrorf("invalid --times %d: must be 1 or more", f.times)
+	}
+	d.Count = f.times
+	return nil
+}
+
 // base returns the schedule of a record sent at now: --delay 0 becomes an
-// absolute due time of now.
+// absolute due time of now (a series without a first time starts on its
+// own).
 func (d schedule) base(now time.Time) levels.Delay {
 	ld := levels.Delay(d)
-	if ld.Delay == 0 && ld.At.IsZero() && ld.Level == 0 {
+	if ld.Delay == 0 && ld.At.IsZero() && ld.Level == 0 && ld.Every == 0 && ld.Cron == "" {
 		ld.At = now
 	}
 	return ld
@@ -189,7 +247,7 @@ func parseHeaders(kvs []string) ([]kgo.RecordHeader, error) {
 			return nil, usageErrorf("invalid --header %q: want key=value", kv)
 		}
 		if levels.IsControl(k) {
-			return nil, usageErrorf("invalid --header %q: kdelay-* headers are set by --target, --delay, --at, --level and --partition", kv)
+			return nil, usageErrorf("invalid --header %q: kdelay-* headers are set by --target, --delay, --at, --level, --partition, --id and the series flags", kv)
 		}
 		hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
@@ -277,7 +335,9 @@ func (a *app) send(cmd *cobra.Command, f sendFlags) error {
 	// What the relay would do with these records: refuse what it would
 	// dead-letter, before anything is sent.
 	probe := &kgo.Record{Key: []byte(f.key), Headers: slices.Clone(headers)}
-	if err := tab.Stamp(probe, cfg.Topic, sched.base(time.Now()), time.Now()); err != nil {
+	pd := sched.base(time.Now())
+	pd.ID = id(0)
+	if err := tab.Stamp(probe, cfg.Topic, pd, time.Now()); err != nil {
 		return usageErrorf("%v", err)
 	}
 	ps, err := tab.Parse(probe.Headers, probe.Timestamp)

@@ -107,3 +107,61 @@ func TestSend(t *testing.T) {
 		}
 	}
 }
+
+func TestSendSeries(t *testing.T) {
+	t.Parallel()
+	_, addr := newCluster(t)
+	env := testEnv(t, addr, "KDELAY_LEVELS", "1s 5s 10s 30s")
+	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create"), exitOK)
+	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create", "--topic", "demo"), exitOK)
+
+	for _, bad := range [][]string{
+		{"--every", "500ms", "--id", "s"},
+		{"--every", "2s"}, // no --id
+		{"--cron", "61 * * * *", "--id", "s"},
+		{"--cron", "* * * * *", "--timezone", "Mars/Base", "--id", "s"},
+		{"--every", "2s", "--timezone", "Europe/Berlin", "--id", "s"},
+		{"--delay", "1s", "--times", "3"},
+		{"--every", "2s", "--cron", "* * * * *", "--id", "s"},
+	} {
+		r := kdelay(t, t.Context(), env, nil, append([]string{"send", "--target", "demo", "--value", "x"}, bad...)...)
+		if r.code == exitOK {
+			t.Errorf("send %v accepted", bad)
+		}
+	}
+	before := time.Now()
+	mustCode(t, kdelay(t, t.Context(), env, nil, "send", "--target", "demo", "--value", "e", "--key", "every",
+		"--every", "2s", "--id", "s-every", "--times", "3", "--until", "2099-01-01T00:00:00Z"), exitOK)
+	mustCode(t, kdelay(t, t.Context(), env, nil, "send", "--target", "demo", "--value", "c", "--key", "cron",
+		"--cron", "*/10 * * * * *", "--timezone", "Europe/Berlin", "--id", "s-cron"), exitOK)
+	tab, _ := levels.Parse("1s 5s 10s 30s", 1)
+	for _, rec := range consume(t, addr, "delay-topic", 2) {
+		h := headerMap(rec)
+		s, err := tab.Parse(rec.Headers, rec.Timestamp)
+		if err != nil || s.Recur == nil {
+			t.Fatalf("%s: %v, %v", rec.Key, h, err)
+		}
+		if _, ok := h["kdelay-delay"]; ok {
+			t.Errorf("%s: a series without a first time got kdelay-delay: %v", rec.Key, h)
+		}
+		switch string(rec.Key) {
+		case "every":
+			if h["kdelay-every"] != "2s" || h["kdelay-count"] != "3" || h["kdelay-id"] != "s-every" || h["kdelay-until"] != "4070908800000" {
+				t.Errorf("every headers %v", h)
+			}
+			if s.Due.Before(before.Add(2 * time.Second)) {
+				t.Errorf("every: first occurrence %s, want 2s after the send", s.Due)
+			}
+		case "cron":
+			if h["kdelay-cron"] != "*/10 * * * * *" || h["kdelay-timezone"] != "Europe/Berlin" {
+				t.Errorf("cron headers %v", h)
+			}
+			if s.Due.UnixMilli()%10_000 != 0 || s.Due.Before(before) {
+				t.Errorf("cron: first occurrence %s, want the next tenth second", s.Due)
+			}
+		}
+		if want := tab.PartitionFor(tab.LevelFor(s.Delay), rec.Key); rec.Partition != want {
+			t.Errorf("%s in partition %d, want %d (the first occurrence's level)", rec.Key, rec.Partition, want)
+		}
+	}
+}
