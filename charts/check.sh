@@ -2,7 +2,9 @@
 # Checks the kdelay Helm chart:
 #   1. installs helm (go install, the only allowed way) when it is missing,
 #   2. helm lint with the default values and with ci/all-on-values.yaml,
-#   3. helm template with both value sets,
+#   3. helm template with both value sets (for Kubernetes $KUBE_VERSION:
+#      helm template assumes v1.20 otherwise, older than the chart's
+#      kubeVersion), and helm package,
 #   4. the Go checks of charts/chartcheck (decode the manifests into
 #      Kubernetes objects and verify their key fields, NOTES, README values
 #      table, Dockerfile build line).
@@ -10,6 +12,7 @@
 set -euo pipefail
 
 HELM_MODULE=helm.sh/helm/v3/cmd/helm@v3.22.0
+KUBE_VERSION=1.32.0
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 chart="$here/kdelay"
@@ -38,9 +41,12 @@ for set in default all-on; do
   echo "== helm lint ($set values)"
   helm lint --strict "$chart" "${args[@]}"
   echo "== helm template ($set values)"
-  helm template kdelay "$chart" --namespace kdelay "${args[@]}" >"$tmp/$set.yaml"
+  helm template kdelay "$chart" --namespace kdelay --kube-version "$KUBE_VERSION" "${args[@]}" >"$tmp/$set.yaml"
   echo "   rendered: $(grep '^kind: ' "$tmp/$set.yaml" | sort | uniq -c | awk '{printf "%s%s x%s", sep, $3, $1; sep=", "}')"
 done
+
+echo "== helm package"
+helm package "$chart" --destination "$tmp" | sed 's/^/   /'
 
 echo "== go test (charts/chartcheck)"
 cd "$here/chartcheck"

@@ -199,6 +199,10 @@ func TestDefaultValues(t *testing.T) {
 	if r := *sts.Spec.Replicas; r < 1 || r > 3 {
 		t.Errorf("default replicas = %d, want 1..3", r)
 	}
+	if h := sts.Spec.RevisionHistoryLimit; h == nil || *h != 10 {
+		t.Errorf("revisionHistoryLimit = %v, want 10", h)
+	}
+	checkTestPod(t, m, sts, "busybox:1.37.0")
 	if *pod.TerminationGracePeriodSeconds != 45 {
 		t.Errorf("terminationGracePeriodSeconds = %d, want 30s shutdown + 15", *pod.TerminationGracePeriodSeconds)
 	}
@@ -285,6 +289,11 @@ func TestAllOn(t *testing.T) {
 	if c.Image != defaultImage+":1.2.3" {
 		t.Errorf("image = %q", c.Image)
 	}
+	if h := sts.Spec.RevisionHistoryLimit; h == nil || *h != 3 {
+		t.Errorf("revisionHistoryLimit = %v, want 3", h)
+	}
+	checkTestPod(t, m, sts, "registry.example.com/tools/busybox:1.37.0")
+	checkExtraObjects(t, m)
 	if *sts.Spec.Replicas != 3 {
 		t.Errorf("replicas = %d, want 3", *sts.Spec.Replicas)
 	}
@@ -490,10 +499,15 @@ func checkServiceMonitor(t *testing.T, m *manifests, sts *appsv1.StatefulSet) {
 
 func checkDashboard(t *testing.T, m *manifests) {
 	t.Helper()
-	if len(m.configMaps) != 1 {
-		t.Fatalf("ConfigMaps = %d, want the dashboard", len(m.configMaps))
+	var cm *corev1.ConfigMap
+	for _, c := range m.configMaps {
+		if c.Name == fullname+"-dashboard" {
+			cm = c
+		}
 	}
-	cm := m.configMaps[0]
+	if cm == nil {
+		t.Fatalf("no dashboard ConfigMap %s-dashboard", fullname)
+	}
 	if cm.Labels["grafana_dashboard"] != "1" || cm.Namespace != "monitoring" || cm.Annotations["grafana_folder"] != "Kafka" {
 		t.Errorf("dashboard ConfigMap metadata = %+v", cm.ObjectMeta)
 	}
@@ -744,6 +758,9 @@ func (m *manifests) objects() []kindObject {
 	}
 	for _, o := range m.netpols {
 		add("NetworkPolicy", o)
+	}
+	for _, o := range m.pods {
+		add("Pod", o)
 	}
 	for _, o := range m.other {
 		add(o.GetKind(), o)

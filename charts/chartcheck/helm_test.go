@@ -33,7 +33,10 @@ const (
 	fullname     = "demo-kdelay"
 	helmInstall  = "go install helm.sh/helm/v3/cmd/helm@v3.22.0"
 	kdelayMount  = "/data"
-	defaultImage = "kdelay/kdelay"
+	defaultImage = "ghcr.io/kdelay/kdelay"
+	// kubeVersion is the Kubernetes version the chart is rendered for:
+	// helm template assumes v1.20 otherwise, below the chart's kubeVersion.
+	kubeVersion = "1.32.0"
 )
 
 var (
@@ -87,7 +90,7 @@ func runHelm(t *testing.T, args ...string) (string, error) {
 // renderArgs builds the `helm template` arguments for a values file (may be
 // empty) and --set expressions.
 func renderArgs(chart, valuesFile string, sets ...string) []string {
-	args := []string{"template", releaseName, chart, "--namespace", releaseNS}
+	args := []string{"template", releaseName, chart, "--namespace", releaseNS, "--kube-version", kubeVersion}
 	if valuesFile != "" {
 		args = append(args, "-f", valuesFile)
 	}
@@ -108,6 +111,7 @@ type manifests struct {
 	jobs         []*batchv1.Job
 	pdbs         []*policyv1.PodDisruptionBudget
 	netpols      []*networkingv1.NetworkPolicy
+	pods         []*corev1.Pod                // the helm test pod
 	other        []*unstructured.Unstructured // kinds without Go types here (ServiceMonitor)
 }
 
@@ -192,6 +196,8 @@ func decodeAll(out string) (*manifests, error) {
 			m.pdbs = append(m.pdbs, o)
 		case *networkingv1.NetworkPolicy:
 			m.netpols = append(m.netpols, o)
+		case *corev1.Pod:
+			m.pods = append(m.pods, o)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected kind %T", i, obj)
 		}

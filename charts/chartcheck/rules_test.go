@@ -128,8 +128,13 @@ func checkNetworkPolicy(t *testing.T, m *manifests, sts *appsv1.StatefulSet) {
 	if !selects(np.Spec.PodSelector.MatchLabels, sts.Spec.Template.Labels) {
 		t.Errorf("NetworkPolicy selects %v, not the pods %v", np.Spec.PodSelector.MatchLabels, sts.Spec.Template.Labels)
 	}
-	if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" || len(np.Spec.Ingress[0].From) != 1 {
-		t.Errorf("NetworkPolicy ingress = %+v, want the http port from metricsFrom", np.Spec.Ingress)
+	// From metricsFrom and from the helm test pod.
+	if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.String() != "http" || len(np.Spec.Ingress[0].From) != 2 ||
+		np.Spec.Ingress[0].From[0].NamespaceSelector == nil {
+		t.Errorf("NetworkPolicy ingress = %+v, want the http port from metricsFrom and the test pod", np.Spec.Ingress)
+	} else if len(m.pods) != 1 || np.Spec.Ingress[0].From[1].PodSelector == nil ||
+		!selects(np.Spec.Ingress[0].From[1].PodSelector.MatchLabels, m.pods[0].Labels) {
+		t.Errorf("NetworkPolicy ingress does not admit the helm test pod: %+v", np.Spec.Ingress[0].From)
 	}
 	var kafka bool
 	for _, e := range np.Spec.Egress {

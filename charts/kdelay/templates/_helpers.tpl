@@ -23,6 +23,13 @@ If the release name contains the chart name it is used as the full name.
 {{- end }}
 
 {{/*
+Namespace of the release's objects: namespaceOverride, else the release namespace.
+*/}}
+{{- define "kdelay.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{/*
 Chart name and version as used by the chart label.
 */}}
 {{- define "kdelay.chart" -}}
@@ -46,6 +53,21 @@ helm.sh/chart: {{ include "kdelay.chart" . }}
 app.kubernetes.io/version: {{ include "kdelay.imageTag" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: kdelay
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Labels of the helm test pod: the common labels without app.kubernetes.io/name,
+so that no Service, PodDisruptionBudget or anti-affinity takes it for a kdelay pod.
+*/}}
+{{- define "kdelay.testLabels" -}}
+helm.sh/chart: {{ include "kdelay.chart" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kdelay
+app.kubernetes.io/component: test
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
