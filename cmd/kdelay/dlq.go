@@ -1,30 +1,17 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"regexp"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kdelay/kdelay/config"
-	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/deadletter"
 )
-
-// dlqIdle is how long the dead-letter readers wait for more records before
-// they take a partition as read to its end (transaction markers can sit
-// between the last record and the high watermark).
-const dlqIdle = 2 * time.Second
 
 func (a *app) newDLQCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -39,48 +26,6 @@ the delay topic, each at most once.`,
 	}
 	cmd.AddCommand(a.newDLQListCmd(), a.newDLQReplayCmd())
 	return cmd
-}
-
-// deadLetter is one record of the dead-letter topic, as dlq list shows it.
-type deadLetter struct {
-	Partition int32             `json:"partition"`
-	Offset    int64             `json:"offset"`
-	Timestamp time.Time         `json:"timestamp"`
-	Key       string            `json:"key"`
-	Target    string            `json:"target"`
-	Source    string            `json:"source"`
-	Error     string            `json:"error"`
-	Headers   map[string]string `json:"headers"`
-}
-
-func toDeadLetter(r *kgo.Record) deadLetter {
-	d := deadLetter{
-		Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC(), Key: string(r.Key),
-		Target: header(r, levels.HeaderTarget), Source: header(r, levels.HeaderSource), Error: header(r, levels.HeaderError),
-		Headers: make(map[string]string, len(r.Headers)),
-	}
-	for _, h := range r.Headers {
-		d.Headers[h.Key] = string(h.Value)
-	}
-	return d
-}
-
-// reasonFilter selects dead letters by their kdelay-error.
-type reasonFilter struct{ re *regexp.Regexp }
-
-func newReasonFilter(s string) (reasonFilter, error) {
-	if s == "" {
-		return reasonFilter{}, nil
-	}
-	re, err := regexp.Compile("(?i)" + s)
-	if err != nil {
-		return reasonFilter{}, usageErrorf("invalid --reason %q: %v", s, err)
-	}
-	return reasonFilter{re}, nil
-}
-
-func (f reasonFilter) match(r *kgo.Record) bool {
-	return f.re == nil || f.re.MatchString(header(r, levels.HeaderError))
 }
 
 func (a *app) newDLQListCmd() *cobra.Command {
@@ -101,9 +46,9 @@ timestamp, target, source (delay-topic partition/offset) and kdelay-error.
   kdelay dlq list --json | jq -r '.[].error' | sort | uniq -c`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			filter, err := newReasonFilter(reason)
+			filter, err := deadletter.NewReasonFilter(reason)
 			if err != nil {
-				return err
+				return usageErrorf("invalid --reason %q: %v", reason, errors.Unwrap(err))
 			}
 			if limit < 0 {
 				return usageErrorf("invalid --limit %d: must be 0 (all) or more", limit)
@@ -112,21 +57,15 @@ timestamp, target, source (delay-topic partition/offset) and kdelay-error.
 			if err != nil {
 				return err
 			}
-			log := cfg.Logger(a.stderr)
-			var out []deadLetter
-			err = readDLQ(cmd.Context(), cfg, log, nil, func(r *kgo.Record) bool {
-				if filter.match(r) {
-					out = append(out, toDeadLetter(r))
-				}
-				return limit == 0 || len(out) < limit
-			})
+			kopts, err := cfg.KafkaOpts(cfg.Logger(a.stderr))
 			if err != nil {
 				return err
 			}
+			out, err := deadletter.List(cmd.Context(), kopts, cfg.DLQTopic, filter, "", limit)
+			if err != nil {
+				return brokerErr(err)
+			}
 			if asJSON {
-				if out == nil {
-					out = []deadLetter{}
-				}
 				return writeJSON(a.stdout, out)
 			}
 			printDeadLetters(a.stdout, cfg.DLQTopic, out)
@@ -139,7 +78,7 @@ timestamp, target, source (delay-topic partition/offset) and kdelay-error.
 	return cmd
 }
 
-func printDeadLetters(w io.Writer, topic string, ds []deadLetter) {
+func printDeadLetters(w io.Writer, topic string, ds []deadletter.Letter) {
 	if len(ds) == 0 {
 		fmt.Fprintf(w, "no dead letters in %s\n", topic)
 		return
@@ -158,103 +97,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// dlqBounds returns, per partition of the dead-letter topic, the log start
-// and the high watermark as of now.
-func dlqBounds(ctx context.Context, adm *kadm.Client, cfg config.Config) (starts, ends map[int32]int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	if _, ok, err := partitionCount(ctx, adm, cfg.DLQTopic); err != nil {
-		return nil, nil, err
-	} else if !ok {
-		return nil, nil, fmt.Errorf("dead-letter topic %s does not exist; create it with `kdelay topic create`", cfg.DLQTopic)
-	}
-	so, err1 := adm.ListStartOffsets(ctx, cfg.DLQTopic)
-	eo, err2 := adm.ListEndOffsets(ctx, cfg.DLQTopic)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, nil, fmt.Errorf("list offsets of %s: %w", cfg.DLQTopic, brokerErr(err))
-	}
-	starts, ends = make(map[int32]int64), make(map[int32]int64)
-	eo.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			ends[o.Partition] = o.Offset
-		}
-	})
-	so.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			starts[o.Partition] = o.Offset
-		}
-	})
-	return starts, ends, nil
-}
-
-// readDLQ reads the dead-letter topic, from each partition's offset in
-// from (its start when absent), up to the high watermark as of the call,
-// and calls fn for each record until fn returns false.
-func readDLQ(ctx context.Context, cfg config.Config, log *slog.Logger, from map[int32]int64, fn func(*kgo.Record) bool) error {
-	cl, err := newClient(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	starts, ends, err := dlqBounds(ctx, kadm.NewClient(cl), cfg)
-	if err != nil {
-		return err
-	}
-	offsets := make(map[int32]kgo.Offset)
-	left := make(map[int32]int64) // partition -> end still to reach
-	for p, end := range ends {
-		pos := starts[p]
-		if o, ok := from[p]; ok && o > pos {
-			pos = o
-		}
-		if pos < end {
-			offsets[p] = kgo.NewOffset().At(pos)
-			left[p] = end
-		}
-	}
-	if len(left) == 0 {
-		return nil
-	}
-	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{cfg.DLQTopic: offsets})
-	for len(left) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, dlqIdle)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if fs.NumRecords() == 0 && errors.Is(pctx.Err(), context.DeadlineExceeded) {
-			return nil // nothing more within dlqIdle: the rest are markers
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				ferr = errors.Join(ferr, fmt.Errorf("fetch %s/%d: %w", t, p, err))
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		stop := false
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if stop || !ok || r.Offset >= end {
-				return
-			}
-			if !fn(r) {
-				stop = true
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-		if stop {
-			return nil
-		}
-	}
-	return nil
 }
 
 func (a *app) newDLQReplayCmd() *cobra.Command {
@@ -291,27 +133,51 @@ group of that --reason.`,
   kdelay dlq replay`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
-			filter, err := newReasonFilter(reason)
+			filter, err := deadletter.NewReasonFilter(reason)
 			if err != nil {
-				return err
+				return usageErrorf("invalid --reason %q: %v", reason, errors.Unwrap(err))
 			}
 			cfg, err := a.loadClientConfig(cmd)
 			if err != nil {
 				return err
 			}
 			if group == "" {
-				group = replayGroup(cfg.Group, reason)
+				group = deadletter.ReplayGroup(cfg.Group, reason)
 			}
-			r := replayer{cfg: cfg, log: cfg.Logger(a.stderr), group: group, filter: filter, dryRun: dryRun,
-				progress: progress || isTerminal(a.stderr), stderr: a.stderr}
-			sum, err := r.run(cmd.Context())
+			log := cfg.Logger(a.stderr)
+			kopts, err := cfg.KafkaOpts(log)
+			if err != nil {
+				return err
+			}
+			r := deadletter.Replayer{KafkaOpts: kopts, Topic: cfg.Topic, DLQTopic: cfg.DLQTopic, Table: cfg.Table(),
+				Group: group, Filter: filter, DryRun: dryRun, Log: log}
+			if progress || isTerminal(a.stderr) {
+				var bar *progressbar.ProgressBar
+				r.Progress = func(done, total int64) {
+					if bar == nil {
+						bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(a.stderr), progressbar.OptionSetDescription("replaying"),
+							progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond))
+					}
+					bar.Set64(done)
+				}
+				defer func() {
+					if bar != nil {
+						bar.Exit()
+						fmt.Fprintln(a.stderr)
+					}
+				}()
+			}
+			sum, err := r.Run(cmd.Context())
 			verb := "replayed"
 			if dryRun {
 				verb = "would replay"
 			}
 			fmt.Fprintf(a.stdout, "%s %s from %s to %s (group %s); %d not matching --reason, %d still invalid, skipped\n",
-				verb, plural(sum.replayed, "dead letter"), cfg.DLQTopic, cfg.Topic, group, sum.unmatched, sum.invalid)
-			return err
+				verb, plural(sum.Replayed, "dead letter"), cfg.DLQTopic, cfg.Topic, group, sum.Unmatched, sum.Invalid)
+			if err != nil {
+				return brokerErr(err)
+			}
+			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "only dead letters whose kdelay-error matches this regular expression (case-insensitive)")
@@ -320,204 +186,4 @@ group of that --reason.`,
 	cmd.Flags().BoolVar(&progress, "progress", false, "show a progress bar on stderr (default: on a terminal)")
 	a.addSetting(cmd.Flags(), findSetting("group"), "")
 	return cmd
-}
-
-// replayGroup is the default group of a replay: one per --reason, so that
-// replaying one kind of dead letter does not mark the others as done.
-func replayGroup(group, reason string) string {
-	g := group + ".dlq-replay"
-	if reason == "" {
-		return g
-	}
-	slug := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
-			return r
-		}
-		return '_'
-	}, reason)
-	return g + "." + slug
-}
-
-type replayer struct {
-	cfg      config.Config
-	log      *slog.Logger
-	group    string
-	filter   reasonFilter
-	dryRun   bool
-	progress bool
-	stderr   io.Writer
-}
-
-type replaySummary struct{ replayed, unmatched, invalid int }
-
-// replayRecord is the delay-topic record that re-drives dead letter d at
-// now, or an error if its headers break the contract.
-func replayRecord(tab *levels.Table, topic string, d *kgo.Record, now time.Time) (*kgo.Record, error) {
-	var hs []kgo.RecordHeader
-	for _, h := range d.Headers {
-		if h.Key != levels.HeaderError && h.Key != levels.HeaderSource {
-			hs = append(hs, h)
-		}
-	}
-	s, err := tab.Parse(hs, d.Timestamp)
-	if err != nil {
-		return nil, err
-	}
-	level := tab.LevelFor(max(s.Due.Sub(now), 0))
-	return &kgo.Record{
-		Topic:     topic,
-		Partition: tab.PartitionFor(level, d.Key),
-		Key:       d.Key,
-		Value:     d.Value,
-		Headers:   levels.CascadeHeaders(hs, s.Due),
-		Timestamp: now,
-	}, nil
-}
-
-func (r replayer) run(ctx context.Context) (replaySummary, error) {
-	var sum replaySummary
-	tab := r.cfg.Table()
-	cl, err := newClient(r.cfg, r.log, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		return sum, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	actx, cancel := context.WithTimeout(ctx, adminTimeout)
-	n, ok, err := partitionCount(actx, adm, r.cfg.Topic)
-	cancel()
-	switch {
-	case err != nil:
-		return sum, err
-	case !ok:
-		return sum, fmt.Errorf("delay topic %s does not exist; create it with `kdelay topic create`", r.cfg.Topic)
-	case n != tab.Partitions():
-		return sum, mismatchError(r.cfg, n)
-	}
-	from, err := r.committed(ctx, adm)
-	if err != nil {
-		return sum, err
-	}
-	starts, ends, err := dlqBounds(ctx, adm, r.cfg)
-	if err != nil {
-		return sum, err
-	}
-	var total int64
-	for p, end := range ends {
-		total += max(end-max(from[p], starts[p]), 0)
-	}
-	var bar *progressbar.ProgressBar
-	if r.progress && total > 0 {
-		bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(r.stderr), progressbar.OptionSetDescription("replaying"),
-			progressbar.OptionShowCount(), progressbar.OptionThrottle(100*time.Millisecond))
-		defer func() { bar.Exit(); fmt.Fprintln(r.stderr) }()
-	}
-
-	// Batches of up to 1000 records: produce, wait for the acks, commit
-	// the dead-letter offsets after them.
-	var (
-		batch []*kgo.Record
-		next  = make(map[int32]int64) // partition -> offset after the last record of the batch
-	)
-	flush := func() error {
-		if len(next) == 0 {
-			return nil
-		}
-		if !r.dryRun && len(batch) > 0 {
-			if err := cl.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-				return fmt.Errorf("produce to %s: %w (the batch is not marked as replayed; run again once fixed)", r.cfg.Topic, err)
-			}
-		}
-		sum.replayed += len(batch)
-		if !r.dryRun {
-			if err := r.commit(ctx, adm, next); err != nil {
-				return err
-			}
-		}
-		if bar != nil {
-			var done int64
-			for p, o := range next {
-				done += o - max(from[p], starts[p])
-			}
-			bar.Set64(done)
-		}
-		batch = batch[:0]
-		return nil
-	}
-	var ferr error
-	err = readDLQ(ctx, r.cfg, r.log, from, func(d *kgo.Record) bool {
-		switch {
-		case !r.filter.match(d):
-			sum.unmatched++
-		default:
-			rec, err := replayRecord(tab, r.cfg.Topic, d, time.Now())
-			if err != nil {
-				sum.invalid++
-				r.log.Warn("dead letter still breaks the contract; skipped", "partition", d.Partition, "offset", d.Offset, "err", err)
-				break
-			}
-			batch = append(batch, rec)
-		}
-		next[d.Partition] = d.Offset + 1
-		if len(batch) >= 1000 {
-			if ferr = flush(); ferr != nil {
-				return false
-			}
-		}
-		return true
-	})
-	if ferr != nil {
-		return sum, ferr
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return sum, err
-	}
-	if ferr = flush(); ferr != nil {
-		return sum, ferr
-	}
-	if ctx.Err() != nil {
-		return sum, errors.New("interrupted; what was replayed so far is committed, a new run goes on from there")
-	}
-	return sum, nil
-}
-
-// committed returns the replay group's committed offsets of the dead-letter
-// topic.
-func (r replayer) committed(ctx context.Context, adm *kadm.Client) (map[int32]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	out := make(map[int32]int64)
-	os, err := adm.FetchOffsets(ctx, r.group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("fetch committed offsets of group %s: %w", r.group, brokerErr(err))
-	}
-	os.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == r.cfg.DLQTopic && o.Err == nil && o.At >= 0 {
-			out[o.Partition] = o.At
-		}
-	})
-	return out, nil
-}
-
-// commit commits offsets of the dead-letter topic for the replay group,
-// outside any group membership (a simple consumer group).
-func (r replayer) commit(ctx context.Context, adm *kadm.Client, next map[int32]int64) error {
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	os := make(kadm.Offsets)
-	for p, o := range next {
-		os.Add(kadm.Offset{Topic: r.cfg.DLQTopic, Partition: p, At: o, LeaderEpoch: -1})
-	}
-	resp, err := adm.CommitOffsets(ctx, r.group, os)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("commit replayed offsets for group %s: %w (the last batch was replayed but not recorded; a new run repeats it)", r.group, brokerErr(err))
-	}
-	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kdelay/kdelay/deadletter"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -372,7 +373,7 @@ func TestDLQListAndReplay(t *testing.T) {
 
 	r := kdelay(t, t.Context(), env, nil, "dlq", "list", "--json")
 	mustCode(t, r, exitOK)
-	var ds []deadLetter
+	var ds []deadletter.Letter
 	if err := json.Unmarshal([]byte(r.stdout), &ds); err != nil {
 		t.Fatalf("dlq list --json: %v\n%s", err, r.stdout)
 	}
