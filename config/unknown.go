@@ -13,13 +13,15 @@ var toolingPrefixes = []string{
 	"KDELAY_WHEEL_CRASH_", "KDELAY_WHEEL_MODEL_", "KDELAY_WHEEL_BENCH_", "KDELAY_WHEEL_BURST",
 }
 
-// Names returns every variable the configuration reads, sorted.
+// Names returns every variable the configuration reads (Config and
+// Console), sorted.
 func Names() []string {
-	t := reflect.TypeFor[Config]()
 	var out []string
-	for i := range t.NumField() {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ","); tag != "" {
-			out = append(out, Prefix+tag)
+	for _, t := range []reflect.Type{reflect.TypeFor[Config](), reflect.TypeFor[Console]()} {
+		for i := range t.NumField() {
+			if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ","); tag != "" {
+				out = append(out, Prefix+tag)
+			}
 		}
 	}
 	slices.Sort(out)

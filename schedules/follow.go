@@ -138,13 +138,13 @@ func (f *Follower) Index() *Index { return f.idx }
 // its end as of the start.
 func (f *Follower) Ready() <-chan struct{} { return f.ready }
 
-// Health returns nil while the brokers answer: the last round of reading
-// the commits went through within three rounds (and at most 5s); else an
+// Health returns nil while the brokers answer: a round of reading the
+// commits went through within the last five rounds (at least 1s); else an
 // error wrapping ErrUnavailable with the last failure.
 func (f *Follower) Health() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	limit := max(3*f.o.CommitEvery, 5*time.Second)
+	limit := max(5*f.o.CommitEvery, time.Second)
 	if f.lastOK.IsZero() || time.Since(f.lastOK) > limit {
 		if f.lastErr != nil {
 			return fmt.Errorf("%w: %w", ErrUnavailable, f.lastErr)
