@@ -13,15 +13,18 @@ var toolingPrefixes = []string{
 	"KDELAY_WHEEL_CRASH_", "KDELAY_WHEEL_MODEL_", "KDELAY_WHEEL_BENCH_", "KDELAY_WHEEL_BURST",
 }
 
-// Names returns every variable the configuration reads (Config and
-// Console), sorted.
-func Names() []string {
+// Names returns every variable Config reads, sorted.
+func Names() []string { return names(reflect.TypeFor[Config]()) }
+
+// ConsoleNames returns every variable Console (kdelay console) reads,
+// sorted.
+func ConsoleNames() []string { return names(reflect.TypeFor[Console]()) }
+
+func names(t reflect.Type) []string {
 	var out []string
-	for _, t := range []reflect.Type{reflect.TypeFor[Config](), reflect.TypeFor[Console]()} {
-		for i := range t.NumField() {
-			if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ","); tag != "" {
-				out = append(out, Prefix+tag)
-			}
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ","); tag != "" {
+			out = append(out, Prefix+tag)
 		}
 	}
 	slices.Sort(out)
@@ -40,7 +43,7 @@ type Unknown struct {
 // ignored), sorted by name, each with the closest known name. Variables of
 // the test and CI tooling (KDELAY_TEST_*, KDELAY_KAFKA_*, ...) are left out.
 func UnknownVariables(environ map[string]string) []Unknown {
-	known := Names()
+	known := append(Names(), ConsoleNames()...)
 	var out []Unknown
 	for name := range environ {
 		if !strings.HasPrefix(name, Prefix) || slices.Contains(known, name) {

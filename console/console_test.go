@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -356,3 +357,29 @@ func TestBrokersAway(t *testing.T) {
 	}
 }
 
+// TestDocsNameEveryEndpoint: docs/console.md has a section per route.
+func TestDocsNameEveryEndpoint(t *testing.T) {
+	b, err := os.ReadFile("../docs/console.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Index: nil, Config: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(s.patterns) < 8 {
+		t.Fatalf("%d routes", len(s.patterns))
+	}
+	for _, p := range s.patterns {
+		method, path, _ := strings.Cut(p, " ")
+		if !strings.Contains(string(b), "### `"+method+" "+path) {
+			t.Errorf("docs/console.md has no section \"### `%s`\"", p)
+		}
+	}
+	for _, name := range config.ConsoleNames() {
+		if !strings.Contains(string(b), "`"+name+"`") {
+			t.Errorf("docs/console.md does not name %s", name)
+		}
+	}
+}

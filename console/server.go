@@ -94,6 +94,8 @@ type Server struct {
 	manual *kgo.Client // manual partitioner: delay-topic records
 	adm    *kadm.Client
 	mux    *http.ServeMux
+	// patterns are the API's routes, "METHOD /path".
+	patterns []string
 
 	replaying sync.Mutex
 }
@@ -139,14 +141,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) routes() {
 	read, write := s.guard(false), s.guard(true)
-	s.mux.Handle("GET /api/v1/schedules", read(s.ready(s.listSchedules)))
-	s.mux.Handle("GET /api/v1/schedules/{id}", read(s.ready(s.getSchedule)))
-	s.mux.Handle("DELETE /api/v1/schedules/{id}", write(s.ready(s.cancelSchedule)))
-	s.mux.Handle("POST /api/v1/schedules", write(http.HandlerFunc(s.postSchedule)))
-	s.mux.Handle("GET /api/v1/due", read(s.ready(s.due)))
-	s.mux.Handle("GET /api/v1/dead-letters", read(http.HandlerFunc(s.deadLetters)))
-	s.mux.Handle("POST /api/v1/dead-letters/replay", write(http.HandlerFunc(s.replay)))
-	s.mux.Handle("GET /api/v1/status", read(http.HandlerFunc(s.status)))
+	for _, r := range []struct {
+		pattern string
+		h       http.Handler
+	}{
+		{"GET /api/v1/schedules", read(s.ready(s.listSchedules))},
+		{"GET /api/v1/schedules/{id}", read(s.ready(s.getSchedule))},
+		{"DELETE /api/v1/schedules/{id}", write(s.ready(s.cancelSchedule))},
+		{"POST /api/v1/schedules", write(http.HandlerFunc(s.postSchedule))},
+		{"GET /api/v1/due", read(s.ready(s.due))},
+		{"GET /api/v1/dead-letters", read(http.HandlerFunc(s.deadLetters))},
+		{"POST /api/v1/dead-letters/replay", write(http.HandlerFunc(s.replay))},
+		{"GET /api/v1/status", read(http.HandlerFunc(s.status))},
+	} {
+		s.mux.Handle(r.pattern, r.h)
+		s.patterns = append(s.patterns, r.pattern)
+	}
 	s.mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path)})
 	}))
