@@ -274,3 +274,32 @@ func TestNoHistoryInDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAlertRunbooks: every alert of the chart's PrometheusRule has a
+// runbook, a "### <alert>" heading in docs/operations.md, and the page
+// names no alert the chart does not have.
+func TestAlertRunbooks(t *testing.T) {
+	rule, err := os.ReadFile(filepath.Join(repoRoot, "charts/kdelay/templates/prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllStringSubmatch(string(rule), -1) {
+		alerts[m[1]] = true
+		if !strings.Contains(string(doc), "\n### "+m[1]+"\n") {
+			t.Errorf("docs/operations.md has no runbook \"### %s\"", m[1])
+		}
+	}
+	if len(alerts) < 5 {
+		t.Fatalf("found %d alerts in the PrometheusRule; is the pattern stale?", len(alerts))
+	}
+	for _, m := range regexp.MustCompile(`(?m)^### (Kdelay\w+)$`).FindAllStringSubmatch(string(doc), -1) {
+		if !alerts[m[1]] {
+			t.Errorf("docs/operations.md has a runbook for %s, which the PrometheusRule does not define", m[1])
+		}
+	}
+}
