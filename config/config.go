@@ -161,17 +161,32 @@ type Config struct {
 	// broker's metadata. Default 30s; 0 exits at once.
 	MissingTopicGrace time.Duration `env:"MISSING_TOPIC_GRACE" envDefault:"30s"`
 
-	// SASLMechanism, KDELAY_SASL_MECHANISM: PLAIN, SCRAM-SHA-256 or
-	// SCRAM-SHA-512; default none.
+	// SASLMechanism, KDELAY_SASL_MECHANISM: PLAIN, SCRAM-SHA-256,
+	// SCRAM-SHA-512, OAUTHBEARER (OIDC client credentials) or AWS_MSK_IAM
+	// (credentials from the standard AWS chain); default none.
 	SASLMechanism string `env:"SASL_MECHANISM"`
-	// SASLUsername, KDELAY_SASL_USERNAME.
+	// SASLUsername, KDELAY_SASL_USERNAME; with OAUTHBEARER the OAuth
+	// client id.
 	SASLUsername string `env:"SASL_USERNAME"`
-	// SASLPassword, KDELAY_SASL_PASSWORD.
+	// SASLPassword, KDELAY_SASL_PASSWORD; with OAUTHBEARER the client
+	// secret.
 	SASLPassword string `env:"SASL_PASSWORD"`
 	// SASLPasswordFile, KDELAY_SASL_PASSWORD_FILE: a file holding the
-	// password (a mounted secret); trailing newlines are cut. Used when
-	// KDELAY_SASL_PASSWORD is empty.
+	// password or client secret (a mounted secret); trailing newlines are
+	// cut. Used when KDELAY_SASL_PASSWORD is empty.
 	SASLPasswordFile string `env:"SASL_PASSWORD_FILE"`
+	// SASLOAuthTokenURL, KDELAY_SASL_OAUTH_TOKEN_URL: the OIDC token
+	// endpoint (http or https) kdelay asks for a token with the client
+	// credentials grant; required with OAUTHBEARER. A token is reused until
+	// 80% of its lifetime has passed, then fetched again.
+	SASLOAuthTokenURL string `env:"SASL_OAUTH_TOKEN_URL"`
+	// SASLOAuthScope, KDELAY_SASL_OAUTH_SCOPE: the scopes to ask for,
+	// space-separated; default none (the issuer's default).
+	SASLOAuthScope string `env:"SASL_OAUTH_SCOPE"`
+	// SASLOAuthExtensions, KDELAY_SASL_OAUTH_EXTENSIONS: SASL extensions
+	// sent with the token, a comma list of key=value (Confluent Cloud wants
+	// logicalCluster=lkc-...,identityPoolId=pool-...); default none.
+	SASLOAuthExtensions map[string]string `env:"SASL_OAUTH_EXTENSIONS" envSeparator:"," envKeyValSeparator:"="`
 	// TLSEnabled, KDELAY_TLS_ENABLED; default false.
 	TLSEnabled bool `env:"TLS_ENABLED" envDefault:"false"`
 	// TLSCAFile, KDELAY_TLS_CA_FILE: PEM CA bundle; default the system pool.
@@ -429,16 +444,28 @@ func (c *Config) validateSecurity() []error {
 		if c.SASLUsername != "" {
 			bad("SASL_USERNAME", c.SASLUsername, "set, but KDELAY_SASL_MECHANISM is empty")
 		}
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER":
 		if c.SASLUsername == "" {
 			bad("SASL_USERNAME", "", "required with KDELAY_SASL_MECHANISM=%s", c.SASLMechanism)
 		}
 		if c.SASLPassword == "" && c.SASLPasswordFile == "" {
 			bad("SASL_PASSWORD", "", "required with KDELAY_SASL_MECHANISM=%s (or KDELAY_SASL_PASSWORD_FILE)", c.SASLMechanism)
 		}
+	case "AWS_MSK_IAM":
+		for _, f := range []struct{ name, value string }{
+			{"SASL_USERNAME", c.SASLUsername}, {"SASL_PASSWORD", c.SASLPassword}, {"SASL_PASSWORD_FILE", c.SASLPasswordFile},
+		} {
+			if f.value != "" {
+				bad(f.name, f.value, "not used with AWS_MSK_IAM: credentials come from the AWS chain (AWS_* variables, profile, web identity, container or instance role)")
+			}
+		}
+		if !c.TLSEnabled {
+			bad("TLS_ENABLED", c.TLSEnabled, "must be true with AWS_MSK_IAM: MSK's IAM listeners take TLS only")
+		}
 	default:
-		bad("SASL_MECHANISM", c.SASLMechanism, "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+		bad("SASL_MECHANISM", c.SASLMechanism, "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM")
 	}
+	errs = append(errs, c.validateOAuth()...)
 	if c.SASLPassword == "" && c.SASLPasswordFile != "" {
 		if _, err := os.Stat(c.SASLPasswordFile); err != nil {
 			bad("SASL_PASSWORD_FILE", c.SASLPasswordFile, "cannot read: %v", errors.Unwrap(err))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -18,7 +19,9 @@ import (
 
 // KafkaOpts returns the franz-go options shared by every client kdelay
 // builds: seed brokers, client ID, SASL, TLS, and kgo's own logs through
-// log (kslog). It reads the password and certificate files.
+// log (kslog). It reads the password and certificate files. OAUTHBEARER
+// and AWS_MSK_IAM fetch their tokens or credentials when a connection
+// authenticates, not here.
 func (c Config) KafkaOpts(log *slog.Logger) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(c.Brokers...),
@@ -43,6 +46,14 @@ func (c Config) KafkaOpts(log *slog.Logger) ([]kgo.Opt, error) {
 			opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUsername, Pass: pass}.AsSha256Mechanism()))
 		case "SCRAM-SHA-512":
 			opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUsername, Pass: pass}.AsSha512Mechanism()))
+		case "OAUTHBEARER":
+			opts = append(opts, kgo.SASL(c.oauthMechanism(pass, time.Now)))
+		case "AWS_MSK_IAM":
+			m, err := mskIAM(context.Background())
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, kgo.SASL(m))
 		default:
 			return nil, fmt.Errorf("config: KDELAY_SASL_MECHANISM=%q: unsupported", c.SASLMechanism)
 		}

@@ -32,7 +32,8 @@ import (
 )
 
 // The security tier (build tag cluster, KDELAY_TEST_SECURITY=1): a broker
-// with a SASL_SSL listener (SCRAM-SHA-512 and PLAIN) and an SSL listener
+// with a SASL_SSL listener (SCRAM-SHA-512, PLAIN, and OAUTHBEARER with JWTs
+// from the test's own OIDC issuer, oauth_test.go) and an SSL listener
 // that requires a client certificate, ACLs enforced, started by the test
 // itself through KDELAY_KAFKA_CTL (`.ci/kafka.sh start --security DIR`)
 // once it has generated the certificates (crypto/x509). The test's own
@@ -58,6 +59,9 @@ type secureBroker struct {
 	ssl      string   // SSL listener, client certificate required
 	dir      string   // ca.pem, client.pem, client-key.pem
 	password string   // relayUser's password (PLAIN and SCRAM-SHA-512)
+
+	issuer      *oidcIssuer // OAUTHBEARER: the tokens the broker accepts
+	oauthSecret string      // oauthClientID's client secret
 }
 
 // TestSecurity runs the security scenarios against one secured broker.
@@ -76,6 +80,8 @@ func TestSecurity(t *testing.T) {
 	t.Run("MutualTLS", func(t *testing.T) { t.Parallel(); b.mutualTLS(t) })
 	t.Run("WrongPassword", func(t *testing.T) { t.Parallel(); b.wrongPassword(t) })
 	t.Run("ChartValues", func(t *testing.T) { t.Parallel(); b.chartValues(t) })
+	t.Run("OAuthBearer", func(t *testing.T) { t.Parallel(); b.oauthDelivery(t) })
+	t.Run("OAuthBearerWrongSecret", func(t *testing.T) { t.Parallel(); b.oauthWrongSecret(t) })
 }
 
 func startSecureBroker(t *testing.T, ctl string) *secureBroker {
@@ -87,6 +93,12 @@ func startSecureBroker(t *testing.T, ctl string) *secureBroker {
 	}
 	b.password = hex.EncodeToString(pw)
 	writeCerts(t, b.dir)
+	if _, err := rand.Read(pw); err != nil {
+		t.Fatal(err)
+	}
+	b.oauthSecret = hex.EncodeToString(pw)
+	b.issuer = newOIDCIssuer(t)
+	b.issuer.clients[oauthClientID] = oauthClient{secret: b.oauthSecret, subject: relayUser}
 
 	start := time.Now()
 	out := b.ctlRun(3*time.Minute, "start", "--brokers", "1", "--security", b.dir)
@@ -126,7 +138,8 @@ func (b *secureBroker) ctlOutput(timeout time.Duration, args ...string) (string,
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{b.ctl}, args...)...)
-	cmd.Env = append(os.Environ(), "KDELAY_KAFKA_STATE="+b.state, "KDELAY_KAFKA_SASL_USERS="+relayUser+":"+b.password)
+	cmd.Env = append(os.Environ(), "KDELAY_KAFKA_STATE="+b.state, "KDELAY_KAFKA_SASL_USERS="+relayUser+":"+b.password,
+		"KDELAY_KAFKA_OAUTH_JWKS_URL="+b.issuer.jwksURL(), "KDELAY_KAFKA_OAUTH_ISSUER="+b.issuer.srv.URL)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -2,6 +2,7 @@ package chartcheck
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -428,7 +429,25 @@ func TestAllOn(t *testing.T) {
 	checkServiceMonitor(t, m, sts)
 	checkPrometheusRule(t, m)
 	checkNetworkPolicy(t, m, sts)
-	checkEveryVariable(t, env)
+	// The OAUTHBEARER variables render with that mechanism only.
+	_, oc := checkCommon(t, render(t, "", "kafka.sasl.enabled=true", "kafka.sasl.mechanism=OAUTHBEARER", "kafka.sasl.username=kdelay-client",
+		"kafka.sasl.password=s", "kafka.sasl.oauth.tokenURL=https://issuer.example/token", "kafka.sasl.oauth.scope=kafka",
+		"kafka.sasl.oauth.extensions=logicalCluster=lkc-1"))
+	oauth := envMap(oc)
+	for k, v := range map[string]string{
+		"KDELAY_SASL_MECHANISM": "OAUTHBEARER", "KDELAY_SASL_USERNAME": "kdelay-client", "KDELAY_SASL_PASSWORD_FILE": "/etc/kdelay/sasl/password",
+		"KDELAY_SASL_OAUTH_TOKEN_URL": "https://issuer.example/token", "KDELAY_SASL_OAUTH_SCOPE": "kafka", "KDELAY_SASL_OAUTH_EXTENSIONS": "logicalCluster=lkc-1",
+	} {
+		if oauth[k] != v {
+			t.Errorf("OAUTHBEARER values: env %s = %q, want %q", k, oauth[k], v)
+		}
+	}
+	if _, ok := env["KDELAY_SASL_OAUTH_TOKEN_URL"]; ok {
+		t.Error("KDELAY_SASL_OAUTH_TOKEN_URL rendered with SCRAM-SHA-512")
+	}
+	every := maps.Clone(env)
+	maps.Copy(every, oauth)
+	checkEveryVariable(t, every)
 	checkDashboard(t, m)
 	checkTopicJob(t, m, sts, c, fullname+"-topic-create-sasl", "password")
 }

@@ -212,6 +212,18 @@ KDELAY_* environment shared by the StatefulSet and the topic Job.
   value: {{ .Values.kafka.sasl.username | quote }}
 - name: KDELAY_SASL_PASSWORD_FILE
   value: /etc/kdelay/sasl/password
+{{- if eq .Values.kafka.sasl.mechanism "OAUTHBEARER" }}
+- name: KDELAY_SASL_OAUTH_TOKEN_URL
+  value: {{ .Values.kafka.sasl.oauth.tokenURL | quote }}
+{{- with .Values.kafka.sasl.oauth.scope }}
+- name: KDELAY_SASL_OAUTH_SCOPE
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.kafka.sasl.oauth.extensions }}
+- name: KDELAY_SASL_OAUTH_EXTENSIONS
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- if .Values.kafka.tls.enabled }}
 - name: KDELAY_TLS_ENABLED
