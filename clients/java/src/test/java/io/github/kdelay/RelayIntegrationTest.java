@@ -67,41 +67,23 @@ class RelayIntegrationTest {
 
   @Test
   void interceptorAndBuilderRecordsAreDeliveredOnceOnTimeWithTheirHeaders() throws Exception {
-    String brokers = System.getenv("KDELAY_TEST_BROKERS");
-    String bin = System.getenv("KDELAY_BIN");
-    if (brokers == null || brokers.isBlank() || bin == null || bin.isBlank()) {
-      String why = "KDELAY_TEST_BROKERS and KDELAY_BIN must be set (broker: .ci/kafka.sh start; relay: go build -o kdelay ./cmd/kdelay)";
-      if ("true".equals(System.getenv("CI"))) {
-        fail("CI=true but the integration test cannot run: " + why);
-      }
-      Assumptions.abort(why);
-    }
+    TestRelay.Env te = TestRelay.env();
+    String brokers = te.brokers();
+    String bin = te.bin();
     String id = UUID.randomUUID().toString().substring(0, 8);
     String delayTopic = "java-delay-" + id;
     String target = "java-target-" + id;
-    Map<String, String> env = new HashMap<>();
-    env.put("KDELAY_BROKERS", brokers);
-    env.put("KDELAY_TOPIC", delayTopic);
-    env.put("KDELAY_GROUP", "java-kdelay-" + id);
-    env.put("KDELAY_LEVELS", LEVELS);
-    env.put("KDELAY_PARTITIONS_PER_LEVEL", Integer.toString(K));
+    Map<String, String> env = TestRelay.settings(brokers, delayTopic, "java-kdelay-" + id, LEVELS, K);
 
-    run(bin, env, "topic", "create");
+    TestRelay.run(bin, env, "topic", "create");
     try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, brokers))) {
       admin.createTopics(List.of(new NewTopic(target, 3, (short) 1))).all().get(30, TimeUnit.SECONDS);
-      // `kdelay topic create` returns before a new topic shows in every
-      // metadata response, and `kdelay run` refuses to start on a missing
-      // topic: wait until the broker describes all three.
-      awaitTopics(admin, Map.of(delayTopic, KdelayLevels.parse(LEVELS, K).partitions(), delayTopic + ".dlq", 1, target, 3));
-      Process relay = startRelay(bin, env);
+      TestRelay.awaitTopics(admin, Map.of(delayTopic, KdelayLevels.parse(LEVELS, K).partitions(), delayTopic + ".dlq", 1, target, 3));
+      Process relay = TestRelay.start(bin, env, tmp);
       try {
         check(brokers, admin, env.get("KDELAY_GROUP"), delayTopic, target);
       } finally {
-        relay.destroy(); // SIGTERM: the relay commits and leaves the group
-        if (!relay.waitFor(40, TimeUnit.SECONDS)) {
-          relay.destroyForcibly();
-          fail("relay did not stop within 40 s of SIGTERM");
-        }
+        TestRelay.stop(relay);
         admin.deleteTopics(List.of(delayTopic, delayTopic + ".dlq", target)).all().get(30, TimeUnit.SECONDS);
       }
     }
@@ -179,7 +161,7 @@ class RelayIntegrationTest {
       // Delivered once: wait until the relay has committed all of the delay
       // topic (nothing left it could forward again), then read the target to
       // its end and count.
-      awaitCommitted(admin, group, delayTopic, deadline);
+      TestRelay.awaitCommitted(admin, group, delayTopic, deadline);
       Map<TopicPartition, Long> end = consumer.endOffsets(tps);
       while (tps.stream().anyMatch(tp -> consumer.position(tp) < end.get(tp))) {
         if (System.currentTimeMillis() > deadline) fail("target not read to its end offsets " + end);
@@ -211,82 +193,5 @@ class RelayIntegrationTest {
     }
     System.out.printf("RelayIntegrationTest: %d records delivered once, none early, lateness max %d ms%n", sent.size(),
         got.values().stream().mapToLong(rs -> rs.get(0).timestamp() - sent.get(rs.get(0).key()).dueMs()).max().orElse(0));
-  }
-
-  private static void awaitTopics(Admin admin, Map<String, Integer> want) throws Exception {
-    long deadline = System.currentTimeMillis() + 30_000;
-    while (true) {
-      try {
-        var d = admin.describeTopics(want.keySet()).allTopicNames().get(10, TimeUnit.SECONDS);
-        if (want.entrySet().stream().allMatch(e -> d.get(e.getKey()).partitions().size() == e.getValue())) {
-          return;
-        }
-      } catch (java.util.concurrent.ExecutionException notYet) {
-        // UnknownTopicOrPartitionException until the metadata has caught up
-      }
-      if (System.currentTimeMillis() > deadline) fail("topics not in metadata after 30 s: " + want);
-      Thread.sleep(100); // polling metadata: no event to wait on
-    }
-  }
-
-  private static void awaitCommitted(Admin admin, String group, String topic, long deadline) throws Exception {
-    while (true) {
-      Map<TopicPartition, OffsetAndMetadata> committed = admin.listConsumerGroupOffsets(group)
-          .partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS);
-      Map<TopicPartition, OffsetSpec> q = new HashMap<>();
-      for (TopicPartition tp : admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic)
-          .partitions().stream().map(p -> new TopicPartition(topic, p.partition())).toList()) {
-        q.put(tp, OffsetSpec.latest());
-      }
-      var ends = admin.listOffsets(q).all().get(30, TimeUnit.SECONDS);
-      boolean done = ends.entrySet().stream().allMatch(e -> e.getValue().offset() == 0
-          || (committed.get(e.getKey()) != null && committed.get(e.getKey()).offset() >= e.getValue().offset()));
-      if (done) return;
-      if (System.currentTimeMillis() > deadline) fail("relay did not commit the delay topic to its end: committed " + committed + ", end " + ends);
-      Thread.sleep(200); // polling the broker's committed offsets: no event to wait on
-    }
-  }
-
-  private void run(String bin, Map<String, String> env, String... args) throws Exception {
-    List<String> cmd = new ArrayList<>();
-    cmd.add(bin);
-    cmd.addAll(List.of(args));
-    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
-    pb.environment().putAll(env);
-    Process p = pb.start();
-    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) {
-      fail("kdelay " + String.join(" ", args) + " failed:\n" + out);
-    }
-  }
-
-  private Process startRelay(String bin, Map<String, String> env) throws Exception {
-    int port;
-    try (ServerSocket s = new ServerSocket(0)) {
-      port = s.getLocalPort();
-    }
-    Path log = tmp.resolve("relay.log");
-    ProcessBuilder pb = new ProcessBuilder(bin, "run").redirectErrorStream(true).redirectOutput(log.toFile());
-    pb.environment().putAll(env);
-    pb.environment().put("KDELAY_DATA_DIR", tmp.resolve("relay-data").toString());
-    pb.environment().put("KDELAY_HTTP_ADDR", "127.0.0.1:" + port);
-    pb.environment().put("KDELAY_FETCH_MAX_WAIT", "50ms");
-    Process p = pb.start();
-    HttpClient http = HttpClient.newHttpClient();
-    HttpRequest ready = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/readyz")).timeout(Duration.ofSeconds(2)).build();
-    Instant deadline = Instant.now().plusSeconds(90);
-    while (true) {
-      if (!p.isAlive()) fail("relay exited with " + p.exitValue() + ":\n" + Files.readString(log));
-      try {
-        if (http.send(ready, HttpResponse.BodyHandlers.discarding()).statusCode() == 200) return p;
-      } catch (IOException notYet) {
-        // not listening yet
-      }
-      if (Instant.now().isAfter(deadline)) {
-        p.destroyForcibly();
-        fail("relay not ready within 90 s:\n" + Files.readString(log));
-      }
-      Thread.sleep(100); // polling /readyz: the relay offers no other signal
-    }
   }
 }
