@@ -7,7 +7,8 @@
 # Starts its own Apache Kafka broker (.ci/kafka.sh, private state dir, stopped
 # on exit whatever happens), builds the relay binary, then runs `mvn -B test`
 # and `pytest`, both including their integration tests against the broker and
-# a relay each test starts from that binary. Every step is timed. The
+# a relay each test starts from that binary (`mvn test` runs the Spring Kafka
+# test twice: with Jackson on the classpath and without). Every step is timed. The
 # integration tests must run, not skip: CI=true is exported (a skip fails
 # there) and the JUnit reports are checked for zero skips.
 #
@@ -103,6 +104,7 @@ no_skips() {
 java_tests() {
   (cd clients/java && mvn -B -ntp test)
   no_skips clients/java/target/surefire-reports/TEST-*.xml
+  no_skips clients/java/target/surefire-reports-without-jackson/TEST-*.xml
 }
 
 python_tests() {
@@ -113,5 +115,5 @@ python_tests() {
 step "python: venv with pytest and confluent-kafka" python_env
 step "kafka: start (own state dir)" start_broker
 step "go build ./cmd/kdelay (the relay the integration tests run)" build_relay
-step "java: mvn -B test (clients/java, with the integration test)" java_tests
+step "java: mvn -B test (clients/java, with the integration and Spring Kafka tests)" java_tests
 step "python: pytest (clients/python, with the integration test)" python_tests

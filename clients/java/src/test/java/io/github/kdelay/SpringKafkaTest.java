@@ -44,8 +44,8 @@ import org.springframework.messaging.support.MessageBuilder;
 
 /**
  * Spring Kafka's KafkaTemplate through a running relay on a real broker, as
- * README.md and docs/producing.md show it (ReadmeSpringTest holds their Java
- * blocks to this file): each record shape, and where it ends up (the target
+ * docs/producing.md shows it (DocsSpringTest holds its marked Java blocks to
+ * this file): each record shape, and where it ends up (the target
  * or the dead-letter topic, with which reason and which headers).
  *
  * <p>pom.xml runs it twice: with Jackson 3 on the classpath
@@ -128,7 +128,7 @@ class SpringKafkaTest {
     };
     String payload = "{\"id\":17}";
 
-    // README.md, Spring Kafka: the producer factory and the template.
+    // docs/producing.md, Spring Kafka: the producer factory and the template.
     Map<String, Object> props = new HashMap<>();
     props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class);
