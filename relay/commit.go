@@ -205,7 +205,7 @@ func (r *Relay) syncForCommit() {
 
 // startCommit commits the loop's offsets on a goroutine of its own (the
 // committer), so that the loop goes on polling and deciding while the
-// wheel's fsync and the broker's round trip take their 5 to 30 ms. At most
+// wheel's fsync and the broker's round trip take their time. At most
 // one such commit is in flight (r.committing); the loop's next commit, a
 // revoke's and the shutdown's wait for it, so commits stay in order and
 // each partition's commit only moves forward. With syncOnCommit the wheel

@@ -586,8 +586,8 @@ func TestFetchAsksLittlePerPartition(t *testing.T) {
 // delivers them about 18 s late, far past the lateness bound of a run
 // without faults. The restarted relay's SyncGroup is held until its loop
 // polls, so that the assignment always lands in a poll begun before it
-// (an assignment taken up before the first poll let mutant 23 survive
-// in a CI run).
+// (an assignment taken up before the first poll would let mutant 23
+// survive).
 func TestRestartFiresAtOnce(t *testing.T) {
 	h := newHarness(t, map[string]string{"KDELAY_LEVELS": "1s 20s"}, "orders")
 	rr := h.start(nil)
