@@ -8,10 +8,7 @@
 #   bash .ci/cluster.sh security    the SASL_SSL / mTLS / ACL tests
 #                                   (integration/security_test.go); they
 #                                   start their own secured broker
-#   bash .ci/cluster.sh containers  vet and test the nested module
-#                                   integration/containers (testcontainers;
-#                                   its tests skip, and say so, without a
-#                                   Docker engine)
+#   bash .ci/cluster.sh containers  the container tier: .ci/containers.sh
 #
 # The cluster and security tests carry the build tag `cluster`; with the
 # tag and CI=true a missing variable fails them instead of skipping.
@@ -74,17 +71,7 @@ case "$TIER" in
     rm -f "$LOG"
     ;;
   containers)
-    cd integration/containers
-    echo "== integration/containers: $(sed -n 1p go.mod)"
-    go vet ./...
-    # Opted in, so that without Docker it is SkipIfProviderIsNotHealthy
-    # that skips; with a Docker engine, a short part of the suite runs.
-    out="$(KDELAY_TEST_DOCKER=1 KDELAY_TEST_RUN='^(TestRealBrokerTopicRoundTrip|TestDeadLetter)$' \
-      go test -count=1 -v -timeout 20m ./... 2>&1)" || { echo "$out"; exit 1; }
-    echo "$out" | grep -v '^        {'
-    if echo "$out" | grep -q -- '--- SKIP'; then
-      echo "== container tests skipped (no Docker engine): the module builds and vets"
-    fi
+    exec bash "$ROOT/.ci/containers.sh"
     ;;
   *)
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'

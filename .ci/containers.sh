@@ -8,8 +8,8 @@
 #      on SIGTERM);
 #   2. the Kafka image built on this machine (.ci/kafka-image.sh), podman's
 #      Docker-compatible API on a private socket (.ci/podman.sh service),
-#      and the tests of the testcontainers module testcontainers/ against
-#      both images, with Ryuk off.
+#      and the tests of the testcontainers module testcontainers/kdelay
+#      against both images, with Ryuk off; integration/containers is vetted.
 #
 #   bash .ci/containers.sh [smoke|module|all]   (default all)
 #
@@ -54,3 +54,32 @@ if [[ "$WHAT" != module ]]; then
   bash .ci/image.sh smoke "$IMAGE"
 fi
 [[ "$WHAT" == smoke ]] && { step "done"; exit 0; }
+
+step "Kafka image (.ci/kafka-image.sh)"
+KAFKA_IMAGE="$(bash .ci/kafka-image.sh)"
+echo "kafka image: $KAFKA_IMAGE"
+
+step "podman system service (Docker-compatible API, the runtime wrapper)"
+DOCKER_HOST="$(podman_service_start "$WORK/service")"
+export DOCKER_HOST TESTCONTAINERS_RYUK_DISABLED=true
+echo "DOCKER_HOST=$DOCKER_HOST"
+
+step "testcontainers/kdelay: vet (with the README's example, -tags example) and test"
+(
+  cd testcontainers/kdelay
+  go vet ./...
+  go vet -tags example ./...
+  # CI=true (CI sets it) turns a missing image or engine into a failure.
+  set +e
+  KDELAY_TC_IMAGE="$IMAGE" KDELAY_TC_KAFKA_IMAGE="$KAFKA_IMAGE" \
+    go test -race -count=1 -v -timeout 10m ./... 2>&1 | tee "$WORK/module.log" | grep --line-buffered -v '^        {'
+  rc=${PIPESTATUS[0]}
+  set -e
+  ((rc == 0)) || exit "$rc"
+  # The images and the engine are all here: nothing may skip.
+  if grep -- '--- SKIP' "$WORK/module.log"; then echo "== a test skipped"; exit 1; fi
+) || { echo "== podman service log (tail)"; tail -n 30 "$WORK/service/service.log"; exit 1; }
+
+step "integration/containers: vet"
+(cd integration/containers && go vet ./...)
+step "done"
