@@ -64,7 +64,7 @@ DOCKER_HOST="$(podman_service_start "$WORK/service")"
 export DOCKER_HOST TESTCONTAINERS_RYUK_DISABLED=true
 echo "DOCKER_HOST=$DOCKER_HOST"
 
-step "testcontainers/kdelay: vet (with the README's example, -tags example) and test"
+step "testcontainers/kdelay: vet (with the docs' example, -tags example) and test"
 (
   cd testcontainers/kdelay
   go vet ./...

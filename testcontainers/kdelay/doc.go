@@ -42,7 +42,7 @@
 //
 // The options set the relay's KDELAY_* environment; every other setting
 // is testcontainers.WithEnv with its KDELAY_* variable (see the kdelay
-// README's settings table). The container gets the image's defaults
+// settings in docs/configuration.md). The container gets the image's defaults
 // otherwise: the delay topic "delay-topic", the default 18 levels, one
 // partition per level, at-least-once delivery.
 //

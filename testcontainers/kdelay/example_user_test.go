@@ -1,8 +1,8 @@
 //go:build example
 
 // A user's test with kdelay and testcontainers' Kafka module, quoted in
-// the README. It pulls Kafka from a registry, so it builds only with
-// -tags example (CI vets it; TestREADMEExample keeps the README's copy
+// docs/containers.md. It pulls Kafka from a registry, so it builds only
+// with -tags example (CI vets it; TestDocExample keeps the quote
 // identical).
 
 package kdelay_test

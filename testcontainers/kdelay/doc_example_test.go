@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestREADMEExample: the repository README's example of a user's test is
+// TestDocExample: the complete user's test in docs/containers.md is
 // example_user_test.go (built with -tags example), from its imports on.
-func TestREADMEExample(t *testing.T) {
+func TestDocExample(t *testing.T) {
 	src, err := os.ReadFile("example_user_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/containers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestREADMEExample(t *testing.T) {
 		t.Fatal("example_user_test.go: no import block")
 	}
 	want := "```go\npackage orders_test\n\n" + string(src[i:]) + "```\n"
-	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not quote example_user_test.go from its imports on, as:\n%s", want)
+	if !strings.Contains(string(doc), want) {
+		t.Errorf("docs/containers.md does not quote example_user_test.go from its imports on, as:\n%s", want)
 	}
 }
