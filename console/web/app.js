@@ -9,6 +9,7 @@ let token = sessionStorage.getItem(TOKEN_KEY) || "";
 let cursor = "";
 let shown = 0;
 let levelsFilled = false;
+let paged = false; // more than the first page shown: no auto-refresh
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -165,7 +166,7 @@ function filterQuery() {
   return q;
 }
 
-async function loadSchedules(append) {
+async function loadSchedules(append, auto) {
   const q = filterQuery();
   q.set("limit", "50");
   if (append && cursor) q.set("cursor", cursor);
@@ -178,7 +179,10 @@ async function loadSchedules(append) {
     $("#more").hidden = true;
     return;
   }
+  // A refresh in flight while a cancel was armed keeps the armed row.
+  if (auto && document.querySelector("#schedules button.confirm, #schedules button:disabled")) return;
   const rows = page.schedules.map(scheduleRow);
+  paged = append;
   if (append) {
     tb.append(...rows);
     shown += rows.length;
@@ -225,7 +229,7 @@ async function onCancelClick(btn) {
     btn.textContent = "Cancelled";
     btn.setAttribute("data-cancelled", "true");
     toast(`Cancelled ${a.id}: ${a.pending} pending, cut-off ${fmtTime(a.cutoff)}, acknowledged ${fmtTime(a.acknowledged_at)}`);
-    setTimeout(() => loadSchedules(false), 1500);
+    setTimeout(() => { loadSchedules(false); refresh(); }, 1500);
   } catch (e) {
     btn.disabled = false;
     btn.classList.remove("confirm");
@@ -307,5 +311,9 @@ document.addEventListener("DOMContentLoaded", () => {
   refresh();
   loadSchedules(false);
   loadDLQ();
-  setInterval(refresh, 5000);
+  setInterval(() => {
+    refresh();
+    // The table follows too, unless more pages are open or a cancel is armed.
+    if (!paged && !document.querySelector("#schedules button.confirm, #schedules button:disabled")) loadSchedules(false, true);
+  }, 5000);
 });
