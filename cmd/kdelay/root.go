@@ -95,6 +95,7 @@ Exit codes: 0 success, 1 failure, 2 usage or configuration error.`,
 		a.newStatusCmd(),
 		a.newLevelsCmd(),
 		a.newDLQCmd(),
+		a.newMigrateCmd(),
 		a.newVersionCmd(),
 	)
 	return root
