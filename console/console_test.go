@@ -206,8 +206,8 @@ func TestReadAPI(t *testing.T) {
 	if code := x.do("GET", "/api/v2/schedules", "", "", &e); code != 404 {
 		t.Errorf("unknown endpoint: %d", code)
 	}
-	// The page and its assets, embedded.
-	for _, p := range []string{"/", "/app.js", "/style.css"} {
+	// The page and its assets, embedded; the probes.
+	for _, p := range []string{"/", "/app.js", "/style.css", "/healthz", "/readyz"} {
 		resp, err := http.Get(x.url + p)
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %v %v", p, resp, err)
@@ -344,6 +344,9 @@ func TestBrokersAway(t *testing.T) {
 	var e apiError
 	if code := x.do("GET", "/api/v1/schedules", "", "", &e); code != 503 || !strings.Contains(e.Error, "unavailable") {
 		t.Errorf("GET schedules with the brokers away: %d %+v", code, e)
+	}
+	if code := x.do("GET", "/readyz", "", "", nil); code != 503 {
+		t.Errorf("/readyz with the brokers away: %d, want 503", code)
 	}
 	var st statusAnswer
 	if code := x.do("GET", "/api/v1/status", "", "", &st); code != 503 || st.Index.Error == "" {

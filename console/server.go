@@ -15,6 +15,10 @@
 //	POST   /api/v1/dead-letters/replay    re-drive them, each at most once
 //	GET    /api/v1/status                 levels, lag, next due, relays
 //
+// and, open whatever the auth mode, the probes /healthz (the process
+// answers) and /readyz (200 once the index is complete and while the
+// brokers answer, else 503).
+//
 // Errors are JSON, {"error": "..."} plus "param" or "reason" where they
 // apply: 400 for a bad parameter or a record the relay would dead-letter,
 // 401 for a missing or wrong token, 403 when writes are disabled (no
@@ -157,6 +161,20 @@ func (s *Server) routes() {
 		s.mux.Handle(r.pattern, r.h)
 		s.patterns = append(s.patterns, r.pattern)
 	}
+	// Probes, open whatever the auth mode: no data in them.
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.unavailable(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
 	s.mux.Handle("/api/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path)})
 	}))

@@ -781,6 +781,9 @@ func (m *manifests) objects() []kindObject {
 	for _, o := range m.pods {
 		add("Pod", o)
 	}
+	for _, o := range m.deployments {
+		add("Deployment", o)
+	}
 	for _, o := range m.other {
 		add(o.GetKind(), o)
 	}

@@ -112,6 +112,7 @@ type manifests struct {
 	pdbs         []*policyv1.PodDisruptionBudget
 	netpols      []*networkingv1.NetworkPolicy
 	pods         []*corev1.Pod                // the helm test pod
+	deployments  []*appsv1.Deployment         // the console
 	other        []*unstructured.Unstructured // kinds without Go types here (ServiceMonitor)
 }
 
@@ -198,6 +199,8 @@ func decodeAll(out string) (*manifests, error) {
 			m.netpols = append(m.netpols, o)
 		case *corev1.Pod:
 			m.pods = append(m.pods, o)
+		case *appsv1.Deployment:
+			m.deployments = append(m.deployments, o)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected kind %T", i, obj)
 		}

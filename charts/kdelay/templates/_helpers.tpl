@@ -311,3 +311,27 @@ there is no memory limit or the ratio is 0.
 {{- mulf $num (get $mult $unit) .Values.goMemLimitRatio | floor | int64 }}
 {{- end }}
 {{- end }}
+
+{{/*
+Selector labels of the console: a name of its own, so that nothing that
+selects the relays selects it.
+*/}}
+{{- define "kdelay.consoleSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "kdelay.name" . }}-console
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Labels of the console's objects.
+*/}}
+{{- define "kdelay.consoleLabels" -}}
+helm.sh/chart: {{ include "kdelay.chart" . }}
+{{ include "kdelay.consoleSelectorLabels" . }}
+app.kubernetes.io/version: {{ include "kdelay.imageTag" . | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kdelay
+app.kubernetes.io/component: console
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
