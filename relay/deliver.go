@@ -726,8 +726,12 @@ func (r *Relay) finish(b []*item, flush bool) {
 			ls.sendLateness.Observe(float64(it.handedNs-it.due.UnixNano()) / 1e9)
 		case kCascade:
 			r.m.cascaded.WithLabelValues(levelLabel(it.level)).Inc()
+			if it.pair != nil {
+				r.nextSettled(it) // a series' next occurrence (recur.go)
+			}
+		case kSkip:
 			if !it.fromQueue {
-				r.wheelDone(it) // a series' next occurrence, fired from the wheel
+				r.wheelDone(it) // a duplicate series firing from the wheel (recur.go)
 			}
 		case kDead:
 			r.m.deadLettered.WithLabelValues(levelLabel(it.level), it.reason).Inc()

@@ -243,3 +243,43 @@ func TestSeriesBadInput(t *testing.T) {
 		t.Errorf("the record after them: %+v", got["fine"])
 	}
 }
+
+// TestSeriesDuplicateDropped: two copies of one occurrence of a series,
+// as a crash between producing the next occurrence and committing the
+// firing leaves them (at least once), are fired once, and the series goes
+// on as one: copies in one partition (fired in one batch) and in two
+// (the second read a level later, after the first's next occurrence
+// landed).
+func TestSeriesDuplicateDropped(t *testing.T) {
+	h := newHarness(t, nil, "orders")
+	rr := h.start(nil)
+	rr.waitReady(t)
+	orig := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	due := time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond)
+	copyOf := func(key, id string) []string {
+		return []string{levels.HeaderTarget, "orders", levels.HeaderID, id, levels.HeaderEvery, "1s", levels.HeaderCount, "5",
+			levels.HeaderDeliverAt, ms(due), levels.HeaderOccurrence, "3", levels.HeaderOriginalTimestamp, ms(orig), "own", key}
+	}
+	h.sendRaw("same", 0, copyOf("same", "s-same")...)
+	h.sendRaw("same", 0, copyOf("same", "s-same")...)
+	h.sendRaw("apart", 0, copyOf("apart", "s-apart")...)
+	h.sendRaw("apart", 1, copyOf("apart", "s-apart")...) // level 2: read at its level time, half a second after due
+	end := due.Add(4 * time.Second)
+	got := h.collect(30*time.Second, func(map[string][]received) bool { return time.Now().After(end) }, "orders")
+	for _, k := range []string{"same", "apart"} {
+		rs := got[k]
+		var dues []string
+		for _, rc := range rs {
+			dues = append(dues, rc.headers[levels.HeaderOccurrence]+"@"+rc.due.UTC().Format("05.000"))
+		}
+		if len(rs) != 3 {
+			t.Errorf("%s: %d firings %v, want occurrences 3, 4, 5 once each", k, len(rs), dues)
+			continue
+		}
+		for i, rc := range rs {
+			if want := due.Add(time.Duration(i) * time.Second); !rc.due.Equal(want) || rc.headers[levels.HeaderOccurrence] != strconv.Itoa(3+i) {
+				t.Errorf("%s: firing %d is %v, want #%d due %s", k, i, dues[i], 3+i, want.UTC().Format("05.000"))
+			}
+		}
+	}
+}

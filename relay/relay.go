@@ -124,6 +124,9 @@ type Relay struct {
 	payload []byte
 	// fires is what is left of fromWheel's current chunk (r.mu held).
 	fires []wheelFire
+	// series remembers the occurrences fired, to drop a duplicate copy
+	// of one (recur.go; r.mu held).
+	series seriesMarks
 	// The produce-call clock of kdelay_send_lateness_seconds (sendClock):
 	// the iteration it was read in, the reading, and calls since.
 	sendIter  time.Time
