@@ -175,7 +175,11 @@ type Relay struct {
 	// End (exactly once); see beginTxn.
 	groupMoved atomic.Bool
 
-	lock  *dirLock // the data directory's, held from New to Close
+	// txnOpen: a transaction has begun and not ended (exactly once; the
+	// loop's own). An iteration with nothing to produce or commit leaves
+	// it open for the next one (endTxn).
+	txnOpen bool
+	lock    *dirLock // the data directory's, held from New to Close
 	txnID string   // exactly once: the transactional ID (transactionalID)
 
 	health    health
@@ -364,7 +368,7 @@ func New(opts Options) (*Relay, error) {
 	}
 	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
 	if cfg.Delivery == ExactlyOnce {
-		kopts = append(kopts, kgo.TransactionalID(r.txnID), kgo.TransactionTimeout(txnTimeout(cfg.SessionTimeout)))
+		kopts = append(kopts, kgo.TransactionalID(r.txnID), kgo.TransactionTimeout(txnTimeout(cfg.SessionTimeout)), txnVersions())
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
 			r.wheel.Close()
@@ -654,7 +658,10 @@ func (r *Relay) loop(ctx, work context.Context) error {
 	// Shutdown: what is in flight lands (or the shutdown timeout passes),
 	// and what landed is committed.
 	if r.txn != nil {
-		return nil // every transaction ended with its iteration
+		if r.txnOpen { // empty: nothing of it reached the broker
+			r.abortTxn("shutdown")
+		}
+		return nil // every other transaction ended with its iteration
 	}
 	r.drain(work)
 	r.awaitCommit(work)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Exactly-once delivery (KDELAY_DELIVERY=exactly-once): each iteration of
@@ -73,6 +74,18 @@ func (r *Relay) transactionalID() (string, error) {
 	return dataDirTxnID(r.cfg.DataDir, r.bind.ClusterID, r.cfg.Group, host)
 }
 
+// txnVersions caps TxnOffsetCommit at version 4, which keeps franz-go on
+// the explicit AddPartitionsToTxn and AddOffsetsToTxn requests (KIP-890
+// part 1) instead of the implicit adds of transaction version 2: there a
+// TxnOffsetCommit sent while the previous transaction is still completing
+// is refused with CONCURRENT_TRANSACTIONS and franz-go aborts the
+// transaction, where AddOffsetsToTxn's refusal is retried in place.
+func txnVersions() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	return kgo.MaxVersions(v)
+}
+
 // ErrFenced is returned by [Relay.Run] in exactly-once mode when a newer
 // producer with the relay's transactional ID took over (or the principal
 // may not use it): the relay stops forwarding at once and leaves its
@@ -88,6 +101,7 @@ func fencedErr(err error) bool {
 // transaction with the batch's offsets, or aborts it. It returns an error
 // only when ctx ends first.
 func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) error {
+	r.txnOpen = false // every path below ends it, but the empty one
 	wait := txnWait(r.cfg.SessionTimeout)
 	stuck := time.NewTimer(wait)
 	defer stuck.Stop()
@@ -160,6 +174,16 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	}
 	r.finish(b, false) // the wheel's view is flushed after the commit
 	reqs := r.commitOffsets()
+	if len(touched) == 0 && len(reqs) == 0 {
+		// Nothing produced, nothing to commit: nothing of the transaction
+		// reached the broker, so it stays open for the next iteration.
+		// Ending it would cost franz-go's End of an empty commit, which
+		// holds the session for 500 ms (it cannot tell KIP-447 support
+		// without a TxnOffsetCommit response).
+		r.txnOpen = true
+		r.mu.Unlock()
+		return nil
+	}
 	r.mu.Unlock()
 
 	start := time.Now()
@@ -217,12 +241,18 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 // longer costs the batch that follows it.
 func (r *Relay) beginTxn(ctx context.Context) bool {
 	if r.groupMoved.Swap(false) {
+		// Also ends an empty transaction left open (endTxn).
 		if _, err := r.txn.End(ctx, kgo.TryAbort); err != nil {
 			r.log.Warn("clearing the transact session after a rebalance", "err", err)
 		}
+		r.txnOpen = false
+	}
+	if r.txnOpen {
+		return true
 	}
 	err := r.txn.Begin()
 	if err == nil {
+		r.txnOpen = true
 		return true
 	}
 	if fencedErr(err) {
