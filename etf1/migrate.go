@@ -99,6 +99,12 @@ type Report struct {
 	Partitions map[int32]int `json:"partitions"`
 	// Failed counts the writes that failed.
 	Failed int `json:"failed"`
+	// SourceGaps and TopicGaps are the partitions of the source and of
+	// the delay topic that ended below the end offset listed at the start
+	// with nothing readable in between (the log cleaner removed their last
+	// records).
+	SourceGaps []Gap `json:"source_gaps,omitempty"`
+	TopicGaps  []Gap `json:"topic_gaps,omitempty"`
 }
 
 // Migrate copies the live schedules of the etf1 topic o.Source to kdelay's
@@ -151,11 +157,11 @@ func Migrate(ctx context.Context, o Options) (Report, error) {
 	}
 
 	var rd Reducer
-	if rep.Read, err = readTopic(ctx, o.KafkaOpts, adm, o.Source, rd.Add); err != nil {
+	if rep.Read, rep.SourceGaps, err = readTopic(ctx, o.KafkaOpts, adm, o.Source, rd.Add); err != nil {
 		return rep, err
 	}
 	copies := make(map[string]map[string]bool) // id -> sources copied
-	if _, err := readTopic(ctx, o.KafkaOpts, adm, o.Topic, func(r *kgo.Record) {
+	if _, rep.TopicGaps, err = readTopic(ctx, o.KafkaOpts, adm, o.Topic, func(r *kgo.Record) {
 		src, ok := lastHeader(r.Headers, HeaderSource)
 		if !ok {
 			return

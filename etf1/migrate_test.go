@@ -63,7 +63,7 @@ func (f *fixture) put(rs ...*kgo.Record) {
 func (f *fixture) all(topic string) []*kgo.Record {
 	f.t.Helper()
 	var out []*kgo.Record
-	if _, err := readTopic(f.t.Context(), f.opts.KafkaOpts, kadm.NewClient(f.cl), topic, func(r *kgo.Record) { out = append(out, r) }); err != nil {
+	if _, _, err := readTopic(f.t.Context(), f.opts.KafkaOpts, kadm.NewClient(f.cl), topic, func(r *kgo.Record) { out = append(out, r) }); err != nil {
 		f.t.Fatal(err)
 	}
 	return out
@@ -244,4 +244,26 @@ func atoi(t *testing.T, s string) int64 {
 		t.Fatalf("%q: %v", s, err)
 	}
 	return n
+}
+
+// A partition whose last offsets hold nothing readable (the log cleaner
+// removed them) ends after the quiet time as a Gap instead of waiting for
+// ever; the other partition is read to its end.
+func TestReadRangeGap(t *testing.T) {
+	f := newFixture(t)
+	f.put(sched(0, 0, "a", "v", "2000000000"), sched(1, 0, "b", "v", "2000000000"), sched(1, 0, "c", "v", "2000000000"))
+	var got []string
+	start := time.Now()
+	n, gaps, err := readRange(t.Context(), f.opts.KafkaOpts, kadm.NewClient(f.cl), "schedules",
+		map[int32]int64{0: 0, 1: 0}, map[int32]int64{0: 3, 1: 2}, 500*time.Millisecond,
+		func(r *kgo.Record) { got = append(got, string(r.Key)) })
+	if err != nil || n != 3 || len(got) != 3 {
+		t.Fatalf("read %d records %v, %v; want a, b, c", n, got, err)
+	}
+	if len(gaps) != 1 || gaps[0] != (Gap{Partition: 0, Next: 1, End: 3}) {
+		t.Errorf("gaps %+v, want partition 0 from 1 to 3", gaps)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Errorf("took %s: ended before the quiet time", d)
+	}
 }

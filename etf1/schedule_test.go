@@ -33,7 +33,7 @@ func TestReduce(t *testing.T) {
 		sched(0, 0, "a", "a1", "2000000000"),
 		sched(0, 1, "b", "b1", "2000000000"),
 		sched(0, 2, "a", "a2", "2000000100", "trace=t1"), // replaces a1
-		rec(0, 3, "b", nil),                             // deletes b
+		rec(0, 3, "b", nil),                              // deletes b
 		sched(0, 4, "c", "c1", "2000000000"),
 		rec(0, 5, "c", nil),
 		sched(0, 6, "c", "c2", "1000000000"), // c comes back after its tombstone

@@ -147,6 +147,12 @@ func printMigrateReport(w io.Writer, rep etf1.Report) {
 		line += " (" + strings.Join(sk, ", ") + ")"
 	}
 	fmt.Fprintln(w, line)
+	for _, g := range rep.SourceGaps {
+		fmt.Fprintf(w, "  note: %s partition %d had nothing readable from offset %d to its end %d (removed by the log cleaner)\n", rep.Source, g.Partition, g.Next, g.End)
+	}
+	for _, g := range rep.TopicGaps {
+		fmt.Fprintf(w, "  note: %s partition %d had nothing readable from offset %d to its end %d (removed by the log cleaner)\n", rep.Topic, g.Partition, g.Next, g.End)
+	}
 	if rep.Failed > 0 {
 		fmt.Fprintf(w, "  failed       %d\n", rep.Failed)
 	}
