@@ -471,6 +471,116 @@ func buildParse(t *testing.T) parseFile {
 	return f
 }
 
+// ------------------------------------------------------------------ series
+
+type seriesVector struct {
+	Name        string    `json:"name"`
+	Spec        string    `json:"spec"`
+	PerLevel    int       `json:"per_level"`
+	TimestampMs int64     `json:"timestamp_ms"`
+	Topic       string    `json:"topic"`
+	Target      string    `json:"target"`
+	ID          string    `json:"id,omitempty"`
+	DelayMs     *int64    `json:"delay_ms,omitempty"`
+	AtMs        *int64    `json:"at_ms,omitempty"`
+	EveryMs     *int64    `json:"every_ms,omitempty"`
+	Cron        string    `json:"cron,omitempty"`
+	Timezone    string    `json:"timezone,omitempty"`
+	UntilMs     *int64    `json:"until_ms,omitempty"`
+	Count       *int      `json:"count,omitempty"`
+	Headers     []vHeader `json:"headers"`
+	vKey
+	Error         bool      `json:"error,omitempty"`
+	WantPartition *int32    `json:"want_partition,omitempty"`
+	WantFrom      int32     `json:"want_from"`
+	WantTo        int32     `json:"want_to"`
+	WantHeaders   []vHeader `json:"want_headers,omitempty"`
+}
+
+type seriesFile struct {
+	About   string         `json:"about"`
+	Vectors []seriesVector `json:"vectors"`
+}
+
+func buildSeries(t *testing.T) seriesFile {
+	f := seriesFile{About: "A recurring series stamped by the producer helper (Go: Table.Stamp; Java: KdelayRecord.every/cron; Python: kdelay.delayed(every=, cron=)): as stamp.json, plus id (required), every_ms (kdelay-every, written as whole seconds \"90s\" or else milliseconds \"1500ms\"), cron, timezone, until_ms, count -> the partition of the first occurrence's level (delay_ms, at_ms, else timestamp + every) and the headers in order: the record's own, kdelay-target, the first time if given, kdelay-id, kdelay-every, kdelay-cron, kdelay-timezone, kdelay-until, kdelay-count. Error: no id, every under 1 s, both every and cron, count under 1, until before the first occurrence. A cron series without a first time is placed by the expression's first time (Go only: the other helpers ask for delay or at)."}
+	const ts = 1_764_579_600_000 // 2025-12-01T09:00:00Z
+	type c struct {
+		name  string
+		k     int
+		key   []byte
+		own   []kgo.RecordHeader
+		id    string
+		delay *int64
+		at    *int64
+		every *int64
+		cron  string
+		zone  string
+		until *int64
+		count *int
+	}
+	cases := []c{
+		{name: "every 1h, first one every after the timestamp", k: 1, key: []byte("report"), id: "hourly", every: ptr[int64](3_600_000)},
+		{name: "every 90s after a 5s delay", k: 1, key: []byte("report"), id: "r-90s", delay: ptr[int64](5000), every: ptr[int64](90_000)},
+		{name: "every 1500ms from an absolute start", k: 2, key: []byte("order-17"), id: "o17", at: ptr[int64](ts + 10_000), every: ptr[int64](1500)},
+		{name: "every with until and count", k: 1, key: nil, id: "u", every: ptr[int64](2000), until: ptr[int64](ts + 60_000), count: ptr(5)},
+		{name: "own headers first", k: 1, key: []byte("k"), own: vhdrs("trace", "abc", "bin", "hex:00ff"), id: "own", every: ptr[int64](1000)},
+		{name: "cron in a zone from an absolute start", k: 1, key: []byte("standup"), id: "standup", at: ptr[int64](ts + 3*3_600_000), cron: "0 30 9 * * MON-FRI", zone: "Europe/Berlin", count: ptr(3), until: ptr[int64](ts + 72*3_600_000)},
+		{name: "cron after a delay", k: 3, key: []byte("tick"), id: "tick", delay: ptr[int64](20_000), cron: "*/10 * * * * *"},
+		// Errors.
+		{name: "no id", k: 1, every: ptr[int64](1000)},
+		{name: "every under 1s", k: 1, id: "x", every: ptr[int64](999)},
+		{name: "every and cron", k: 1, id: "x", every: ptr[int64](1000), cron: "* * * * *", delay: ptr[int64](1000)},
+		{name: "count under 1", k: 1, id: "x", every: ptr[int64](1000), count: ptr(-1)},
+		{name: "until before the first occurrence", k: 1, id: "x", every: ptr[int64](3_600_000), until: ptr[int64](ts + 60_000)},
+		{name: "until before the start", k: 1, id: "x", at: ptr[int64](ts + 10_000), every: ptr[int64](1000), until: ptr[int64](ts + 9_999)},
+	}
+	for _, tc := range cases {
+		tab, err := Parse(DefaultSpec, tc.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := seriesVector{Name: tc.name, Spec: DefaultSpec, PerLevel: tc.k, TimestampMs: ts, Topic: "delay-topic", Target: "orders",
+			ID: tc.id, DelayMs: tc.delay, AtMs: tc.at, EveryMs: tc.every, Cron: tc.cron, Timezone: tc.zone, UntilMs: tc.until, Count: tc.count,
+			Headers: headersOf(tc.own), vKey: keyOf(tc.key)}
+		d := Delay{Target: "orders", ID: tc.id, Cron: tc.cron, Timezone: tc.zone}
+		if tc.delay != nil {
+			d.Delay = time.Duration(*tc.delay) * time.Millisecond
+		}
+		if tc.at != nil {
+			d.At = time.UnixMilli(*tc.at)
+		}
+		if tc.every != nil {
+			d.Every = time.Duration(*tc.every) * time.Millisecond
+		}
+		if tc.until != nil {
+			d.Until = time.UnixMilli(*tc.until)
+		}
+		if tc.count != nil {
+			d.Count = *tc.count
+		}
+		r := &kgo.Record{Key: tc.key, Timestamp: time.UnixMilli(ts), Headers: append([]kgo.RecordHeader(nil), tc.own...)}
+		if err := tab.Stamp(r, v.Topic, d, time.UnixMilli(ts)); err != nil {
+			v.Error = true
+			f.Vectors = append(f.Vectors, v)
+			continue
+		}
+		s, err := tab.Parse(r.Headers, r.Timestamp)
+		if err != nil || s.Recur == nil {
+			t.Errorf("%s: stamped series does not parse: %v", tc.name, err)
+		} else if l := tab.LevelOf(r.Partition); l != tab.LevelFor(s.Delay) {
+			t.Errorf("%s: stamped into level %d, its first delay %s belongs to level %d", tc.name, l, s.Delay, tab.LevelFor(s.Delay))
+		}
+		v.WantFrom, v.WantTo = tab.Range(tab.LevelOf(r.Partition))
+		if tc.key != nil || tab.PerLevel() == 1 {
+			v.WantPartition = ptr(r.Partition)
+		}
+		v.WantHeaders = headersOf(r.Headers)
+		f.Vectors = append(f.Vectors, v)
+	}
+	return f
+}
+
 // ------------------------------------------------------------------ stamp
 
 type stampVector struct {
@@ -680,6 +790,7 @@ func TestContractVectors(t *testing.T) {
 		"tables.json":  buildTables(t),
 		"parse.json":   buildParse(t),
 		"stamp.json":   buildStamp(t),
+		"series.json":  buildSeries(t),
 		"rewrite.json": buildRewrite(t),
 	}
 	if *updateVectors {

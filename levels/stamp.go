@@ -167,7 +167,7 @@ func (t *Table) Replace(r *kgo.Record, topic, cancelTopic, id string, d Delay, n
 // the relay will; with first, the delay is the first occurrence's.
 func (t *Table) stampSeries(hs []kgo.RecordHeader, d Delay, ts time.Time, first bool, delay time.Duration) ([]kgo.RecordHeader, time.Duration, error) {
 	if d.Every != 0 {
-		hs = append(hs, kgo.RecordHeader{Key: HeaderEvery, Value: []byte(d.Every.String())})
+		hs = append(hs, kgo.RecordHeader{Key: HeaderEvery, Value: everyValue(d.Every)})
 	}
 	if d.Cron != "" {
 		hs = append(hs, kgo.RecordHeader{Key: HeaderCron, Value: []byte(d.Cron)})
@@ -196,4 +196,18 @@ func (t *Table) stampSeries(hs []kgo.RecordHeader, d Delay, ts time.Time, first 
 		return nil, 0, fmt.Errorf("levels: stamp: until %s lies before the first occurrence", d.Until.UTC().Format(time.RFC3339))
 	}
 	return hs, delay, nil
+}
+
+// everyValue writes an interval as whole seconds ("90s") when it is one,
+// else as milliseconds or nanoseconds: a Go duration any helper can
+// write the same way.
+func everyValue(d time.Duration) []byte {
+	switch {
+	case d%time.Second == 0:
+		return append(strconv.AppendInt(nil, int64(d/time.Second), 10), 's')
+	case d%time.Millisecond == 0:
+		return append(strconv.AppendInt(nil, int64(d/time.Millisecond), 10), "ms"...)
+	default:
+		return append(strconv.AppendInt(nil, int64(d), 10), "ns"...)
+	}
 }

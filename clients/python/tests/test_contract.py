@@ -11,6 +11,7 @@ MURMUR = section("murmur2.json", "vectors")
 TABLES = section("tables.json", "tables")
 PARSE = section("parse.json", "vectors")
 STAMP = section("stamp.json", "vectors")
+SERIES = section("series.json", "vectors")
 FORWARD = section("rewrite.json", "forward")
 DEAD = section("rewrite.json", "dead_letter")
 
@@ -109,3 +110,33 @@ def test_forwarded_headers(v):
 def test_dead_letter_headers(v):
     got = kdelay.dead_letter_headers(headers_of(v["headers"]), v["reason"], v["source"])
     assert got == headers_of(v["want_headers"])
+
+
+@pytest.mark.parametrize("v", SERIES, ids=[v["name"] for v in SERIES])
+def test_series(v):
+    t = kdelay.Levels.parse(v["spec"], v["per_level"])
+    kw = dict(
+        levels=t,
+        key=key_of(v),
+        value=b"value",
+        headers=headers_of(v["headers"]),
+        timestamp=v["timestamp_ms"],
+        delay=v.get("delay_ms"),
+        at=v.get("at_ms"),
+        id=v.get("id"),
+        every=v.get("every_ms"),
+        cron=v.get("cron"),
+        timezone=v.get("timezone"),
+        until=v.get("until_ms"),
+        count=v.get("count"),
+    )
+    if v.get("error"):
+        with pytest.raises(ValueError):
+            kdelay.delayed(v["topic"], v["target"], **kw)
+        return
+    got = kdelay.delayed(v["topic"], v["target"], **kw)
+    assert got["headers"] == headers_of(v["want_headers"])
+    if v.get("want_partition") is None:
+        assert v["want_from"] <= got["partition"] < v["want_to"]
+    else:
+        assert got["partition"] == v["want_partition"]

@@ -598,6 +598,11 @@ def delayed(
     id: Union[None, str, bytes] = None,
     levels: Optional[Levels] = None,
     timestamp: Optional[int] = None,
+    every: Union[None, timedelta, int] = None,
+    cron: Optional[str] = None,
+    timezone: Optional[str] = None,
+    until: Union[None, datetime, int] = None,
+    count: Optional[int] = None,
 ) -> dict:
     """The keyword arguments of ``confluent_kafka.Producer.produce`` for a
     record delivered to ``target`` when due: ``topic``, ``partition`` (the
@@ -612,6 +617,14 @@ def delayed(
     ``KDELAY_LEVELS`` and ``KDELAY_PARTITIONS_PER_LEVEL`` (default: the 18
     default levels, k = 1). Raises ValueError when the record cannot be
     stamped.
+
+    ``every`` (timedelta, or int ms; at least 1 s) or ``cron`` (five fields,
+    or six with seconds first) makes the record a recurring series, which
+    needs ``id``; ``timezone`` (IANA name) is the cron's zone, ``until``
+    (aware datetime or epoch ms) and ``count`` end the series. Without
+    ``delay``, ``at`` or ``level`` an every series starts one ``every`` after
+    the timestamp; a cron series then needs ``delay`` or ``at`` (the relay
+    checks the expression and the zone).
     """
     lv = levels or _DEFAULT
     if not isinstance(target, str) or not valid_topic_name(target):
@@ -625,7 +638,17 @@ def delayed(
     ts = _now_ms() if timestamp is None else int(timestamp)
     hs = _norm_headers(headers)
     hs.append((H.TARGET, target.encode()))
-    if at is not None:
+    series = every is not None or cron is not None
+    every_ms = None
+    if every is not None:
+        every_ms = _ms_ceil_timedelta(every) if isinstance(every, timedelta) else int(every)
+    first_ms = None
+    if series and delay_set + (at is not None) + (level is not None and level != 0) == 0:
+        if cron is not None:
+            raise ValueError("kdelay: a cron series needs delay or at for its first occurrence")
+        first_ms = ts + (every_ms or 0)
+        lvl = lv.level_for(every_ms or 0)
+    elif at is not None:
         if isinstance(at, datetime):
             if at.tzinfo is None:
                 raise ValueError("kdelay: at must be an aware datetime (or epoch ms)")
@@ -634,11 +657,13 @@ def delayed(
             at_ms = int(at)
         hs.append((H.DELIVER_AT, str(at_ms).encode()))
         lvl = lv.level_for(at_ms - ts)
+        first_ms = at_ms
     elif level is not None and level != 0:
         if not 1 <= level <= lv.levels:
             raise ValueError(f"kdelay: level {level} out of range 1..{lv.levels}")
         hs.append((H.LEVEL, str(level).encode()))
         lvl = level
+        first_ms = ts + lv.duration_ns(level) // 1_000_000
     else:
         if delay is None:
             ms = 0
@@ -650,6 +675,7 @@ def delayed(
             raise ValueError(f"kdelay: negative delay {delay!r}")
         hs.append((H.DELAY, str(ms).encode()))
         lvl = lv.level_for(ms)
+        first_ms = ts + ms
     if target_partition is not None:
         if target_partition < 0:
             raise ValueError(f"kdelay: negative target partition {target_partition}")
@@ -659,6 +685,10 @@ def delayed(
         if not 1 <= len(idb) <= 255:
             raise ValueError(f"kdelay: id of {len(idb)} bytes: must be 1-255 bytes")
         hs.append((H.ID, idb))
+    if series:
+        hs += _series_headers(id, every_ms, cron, timezone, until, count, first_ms)
+    elif timezone is not None or until is not None or count is not None:
+        raise ValueError("kdelay: timezone, until and count need every or cron")
     return {
         "topic": delay_topic,
         "partition": lv.partition_for(lvl, key),
@@ -667,6 +697,38 @@ def delayed(
         "headers": hs,
         "timestamp": ts,
     }
+
+
+def _series_headers(id, every_ms, cron, tz, until, count, first_ms) -> List[Header]:
+    if id is None:
+        raise ValueError("kdelay: a recurring series needs an id")
+    if every_ms is not None and cron is not None:
+        raise ValueError("kdelay: set every or cron, not both")
+    out: List[Header] = []
+    if every_ms is not None:
+        if every_ms < 1000:
+            raise ValueError(f"kdelay: every of {every_ms} ms: at least 1 s")
+        v = f"{every_ms // 1000}s" if every_ms % 1000 == 0 else f"{every_ms}ms"
+        out.append((H.EVERY, v.encode()))
+    if cron is not None:
+        out.append((H.CRON, cron.encode()))
+    if tz is not None:
+        out.append((H.TIMEZONE, tz.encode()))
+    if until is not None:
+        if isinstance(until, datetime):
+            if until.tzinfo is None:
+                raise ValueError("kdelay: until must be an aware datetime (or epoch ms)")
+            until_ms = (until - _EPOCH) // timedelta(milliseconds=1)
+        else:
+            until_ms = int(until)
+        if until_ms < first_ms:
+            raise ValueError("kdelay: until lies before the first occurrence")
+        out.append((H.UNTIL, str(until_ms).encode()))
+    if count is not None:
+        if count < 1:
+            raise ValueError(f"kdelay: count {count}: at least 1")
+        out.append((H.COUNT, str(count).encode()))
+    return out
 
 
 # ---------------------------------------------------------------- rewrites
