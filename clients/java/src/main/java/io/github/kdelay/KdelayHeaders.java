@@ -35,6 +35,18 @@ public final class KdelayHeaders {
   public static final String ID = "kdelay-id";
   /** The longest {@link #ID}, in bytes. */
   public static final int MAX_ID_LEN = 255;
+  /** A recurring series on a fixed grid: a Go duration of at least 1s. */
+  public static final String EVERY = "kdelay-every";
+  /** A recurring series on a cron expression (five fields, or six with seconds first). */
+  public static final String CRON = "kdelay-cron";
+  /** IANA time zone of a cron series (default UTC). */
+  public static final String TIMEZONE = "kdelay-timezone";
+  /** End of a series: epoch ms or RFC 3339. */
+  public static final String UNTIL = "kdelay-until";
+  /** Number of firings of a series. */
+  public static final String COUNT = "kdelay-count";
+  /** Added to a series' forwarded copy: which firing it is, from 1. */
+  public static final String OCCURRENCE = "kdelay-occurrence";
   /** Added to a forwarded record: its due time, epoch ms. */
   public static final String DUE_AT = "kdelay-due-at";
   /** Added to forwarded and dead-lettered records: topic/partition/offset. */

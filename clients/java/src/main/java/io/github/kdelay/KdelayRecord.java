@@ -26,6 +26,12 @@ import org.apache.kafka.common.header.internals.RecordHeader;
  *
  * <p>At most one of delay, at and level; none means a zero delay. Not
  * thread-safe; one builder per record.
+ *
+ * <p>A recurring series: {@code .every(Duration.ofHours(1))} or
+ * {@code .cron("0 30 9 * * MON-FRI").timezone("Europe/Berlin")}, with an
+ * {@code id}; {@code until} and {@code count} end it. Without delay, at or
+ * level an every series starts one interval after the timestamp; a cron
+ * series then needs delay or at (the relay checks the expression).
  */
 public final class KdelayRecord {
   private final String target;
@@ -36,6 +42,11 @@ public final class KdelayRecord {
   private byte[] id;
   private Long timestampMs;
   private byte[] keyBytes;
+  private Duration every;
+  private String cron;
+  private String timezone;
+  private Instant until;
+  private Integer count;
   private final List<Header> headers = new ArrayList<>();
 
   private KdelayRecord(String target) {
@@ -77,6 +88,36 @@ public final class KdelayRecord {
    */
   public KdelayRecord id(String id) {
     this.id = id.getBytes(StandardCharsets.UTF_8);
+    return this;
+  }
+
+  /** A recurring series every interval (kdelay-every, at least 1 s); needs an id. */
+  public KdelayRecord every(Duration interval) {
+    this.every = interval;
+    return this;
+  }
+
+  /** A recurring series on a cron expression (kdelay-cron); needs an id. */
+  public KdelayRecord cron(String expression) {
+    this.cron = expression;
+    return this;
+  }
+
+  /** The IANA time zone of the cron expression (kdelay-timezone; default UTC). */
+  public KdelayRecord timezone(String zone) {
+    this.timezone = zone;
+    return this;
+  }
+
+  /** No occurrence of the series after this time (kdelay-until). */
+  public KdelayRecord until(Instant until) {
+    this.until = until;
+    return this;
+  }
+
+  /** The series fires this many times (kdelay-count, at least 1). */
+  public KdelayRecord count(int firings) {
+    this.count = firings;
     return this;
   }
 
@@ -126,17 +167,28 @@ public final class KdelayRecord {
     long ts = timestampMs != null ? timestampMs : System.currentTimeMillis();
     List<Header> hs = new ArrayList<>(headers);
     hs.add(utf8(KdelayHeaders.TARGET, target));
+    boolean series = every != null || cron != null;
     int lvl;
-    if (at != null) {
+    long first;
+    if (series && set == 0) {
+      if (cron != null) {
+        throw new IllegalArgumentException("kdelay: a cron series needs delay or at for its first occurrence");
+      }
+      long everyMs = ceilMillis(every);
+      lvl = levels.levelForMillis(everyMs);
+      first = ts + everyMs;
+    } else if (at != null) {
       long atMs = ceilMillis(at);
       hs.add(utf8(KdelayHeaders.DELIVER_AT, Long.toString(atMs)));
       lvl = levels.levelForMillis(atMs - ts);
+      first = atMs;
     } else if (level != 0) {
       if (level < 1 || level > levels.levels()) {
         throw new IllegalArgumentException("kdelay: level " + level + " out of range 1.." + levels.levels());
       }
       hs.add(utf8(KdelayHeaders.LEVEL, Integer.toString(level)));
       lvl = level;
+      first = ts + levels.duration(level).toMillis();
     } else {
       Duration d = delay == null ? Duration.ZERO : delay;
       if (d.isNegative()) {
@@ -145,6 +197,7 @@ public final class KdelayRecord {
       long ms = ceilMillis(d);
       hs.add(utf8(KdelayHeaders.DELAY, Long.toString(ms)));
       lvl = levels.levelForMillis(ms);
+      first = ts + ms;
     }
     if (targetPartition != null) {
       if (targetPartition < 0) {
@@ -158,8 +211,48 @@ public final class KdelayRecord {
       }
       hs.add(new RecordHeader(KdelayHeaders.ID, id));
     }
+    if (series) {
+      addSeries(hs, first);
+    } else if (timezone != null || until != null || count != null) {
+      throw new IllegalArgumentException("kdelay: timezone, until and count need every or cron");
+    }
     int partition = levels.partitionFor(lvl, hashKey(levels, key));
     return new ProducerRecord<>(delayTopic, partition, ts, key, value, hs);
+  }
+
+  private void addSeries(List<Header> hs, long firstMs) {
+    if (id == null) {
+      throw new IllegalArgumentException("kdelay: a recurring series needs an id");
+    }
+    if (every != null && cron != null) {
+      throw new IllegalArgumentException("kdelay: set every or cron, not both");
+    }
+    if (every != null) {
+      long ms = ceilMillis(every);
+      if (every.isNegative() || ms < 1000) {
+        throw new IllegalArgumentException("kdelay: every " + every + ": at least 1 s");
+      }
+      hs.add(utf8(KdelayHeaders.EVERY, ms % 1000 == 0 ? (ms / 1000) + "s" : ms + "ms"));
+    }
+    if (cron != null) {
+      hs.add(utf8(KdelayHeaders.CRON, cron));
+    }
+    if (timezone != null) {
+      hs.add(utf8(KdelayHeaders.TIMEZONE, timezone));
+    }
+    if (until != null) {
+      long untilMs = until.toEpochMilli();
+      if (untilMs < firstMs) {
+        throw new IllegalArgumentException("kdelay: until lies before the first occurrence");
+      }
+      hs.add(utf8(KdelayHeaders.UNTIL, Long.toString(untilMs)));
+    }
+    if (count != null) {
+      if (count < 1) {
+        throw new IllegalArgumentException("kdelay: count " + count + ": at least 1");
+      }
+      hs.add(utf8(KdelayHeaders.COUNT, Integer.toString(count)));
+    }
   }
 
   private byte[] hashKey(KdelayLevels levels, Object key) {

@@ -149,6 +149,38 @@ class ContractVectorsTest {
   }
 
   @TestFactory
+  Stream<DynamicTest> series() throws Exception {
+    return Vectors.section(Vectors.file("series.json"), "vectors").stream().map(Json::obj).map(v ->
+        DynamicTest.dynamicTest("series: " + v.get("name"), () -> checkSeries(v)));
+  }
+
+  private static void checkSeries(Map<String, Object> v) {
+    KdelayLevels t = KdelayLevels.parse((String) v.get("spec"), (int) Vectors.num(v, "per_level"));
+    KdelayRecord b = KdelayRecord.to((String) v.get("target")).timestamp(Vectors.num(v, "timestamp_ms"));
+    if (v.get("delay_ms") != null) b.delay(Duration.ofMillis(Vectors.num(v, "delay_ms")));
+    if (v.get("at_ms") != null) b.at(Instant.ofEpochMilli(Vectors.num(v, "at_ms")));
+    if (v.get("id") != null) b.id((String) v.get("id"));
+    if (v.get("every_ms") != null) b.every(Duration.ofMillis(Vectors.num(v, "every_ms")));
+    if (v.get("cron") != null) b.cron((String) v.get("cron"));
+    if (v.get("timezone") != null) b.timezone((String) v.get("timezone"));
+    if (v.get("until_ms") != null) b.until(Instant.ofEpochMilli(Vectors.num(v, "until_ms")));
+    if (v.get("count") != null) b.count((int) Vectors.num(v, "count"));
+    for (Header h : Vectors.headers(v.get("headers"))) b.header(h.key(), h.value());
+    byte[] key = Vectors.key(v);
+    if (Boolean.TRUE.equals(v.get("error"))) {
+      assertThrows(IllegalArgumentException.class, () -> b.build(t, (String) v.get("topic"), key, "value"));
+      return;
+    }
+    ProducerRecord<byte[], String> r = b.build(t, (String) v.get("topic"), key, "value");
+    if (v.get("want_partition") != null) {
+      assertEquals(Vectors.num(v, "want_partition"), (long) r.partition());
+    } else {
+      assertTrue(r.partition() >= Vectors.num(v, "want_from") && r.partition() < Vectors.num(v, "want_to"), "partition " + r.partition());
+    }
+    assertEquals(Vectors.show(Vectors.headers(v.get("want_headers"))), Vectors.show(r.headers()));
+  }
+
+  @TestFactory
   Stream<DynamicTest> rewrite() throws Exception {
     Map<String, Object> f = Vectors.file("rewrite.json");
     List<DynamicTest> out = new ArrayList<>();
