@@ -37,10 +37,11 @@
 # Environment:
 #   KDELAY_KAFKA_VERSION  Apache Kafka version (default 4.4.0): a 4.x or
 #                         3.x release Maven serves (tested: 4.4.0, 3.9.1,
-#                         3.7.2). 3.x logs through log4j 1.x (reload4j,
-#                         brought by kafka_2.13) and keeps its command-line
-#                         tools in kafka_2.13 (kafka.admin.*); 4.x logs
-#                         through log4j 2 and keeps them in kafka-tools.
+#                         3.7.2). 3.x logs through log4j 1.x (reload4j;
+#                         the script adds its slf4j binding) and keeps
+#                         its command-line tools in kafka_2.13
+#                         (kafka.admin.*); 4.x logs through log4j 2 and
+#                         keeps them in kafka-tools.
 #   KDELAY_CACHE          Jar cache root (default $HOME/.cache/kdelay);
 #                         jars live in $KDELAY_CACHE/kafka-<version>/libs.
 #   KDELAY_KAFKA_STATE    State dir (default ${TMPDIR:-/tmp}/kdelay-kafka):
