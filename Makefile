@@ -36,6 +36,10 @@ lint: ## vet and formatting
 helm: ## lint, render and check the Helm chart
 	bash charts/check.sh
 
+.PHONY: release-snapshot
+release-snapshot: ## goreleaser check and a snapshot release into dist/, as CI runs them
+	bash .ci/release.sh
+
 image: ## the container image IMAGE: docker build, or without Docker podman and no registry (.ci/image.sh)
 	bash .ci/image.sh build "$(IMAGE)" "$(VERSION)"
 
