@@ -44,14 +44,25 @@ func requireEngine(t *testing.T) (img, kafkaImg string) {
 	if img == "" || kafkaImg == "" {
 		skip("%s and %s name the images under test (make test-containers builds and sets them)", envImage, envKafkaImage)
 	}
-	p, err := testcontainers.ProviderDocker.GetProvider()
-	if err == nil {
-		err = p.Health(context.Background())
-	}
-	if err != nil {
+	if err := engineHealth(); err != nil {
 		skip("no container engine (DOCKER_HOST=%q): %v", os.Getenv("DOCKER_HOST"), err)
 	}
 	return img, kafkaImg
+}
+
+// engineHealth is nil when testcontainers reaches a container engine
+// (it panics when it finds no Docker host at all).
+func engineHealth() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	p, err := testcontainers.ProviderDocker.GetProvider()
+	if err != nil {
+		return err
+	}
+	return p.Health(context.Background())
 }
 
 // hostNetwork puts a container in the host's network namespace.
