@@ -3,13 +3,16 @@ package containers
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -83,6 +86,42 @@ func runKafka(ctx context.Context) (*testcontainers.DockerContainer, error) {
 	)
 }
 
+// envLocalKafka names a Kafka image built on this machine by the
+// repository's .ci/kafka-image.sh (no registry needed); when set, the suite
+// runs against it instead of kafkaImage.
+const envLocalKafka = "KDELAY_TC_KAFKA_IMAGE"
+
+// runLocalKafka starts one KRaft node from img (.ci/kafka-image.sh's
+// image) on the host's network, its client listener on 127.0.0.1:port.
+func runLocalKafka(ctx context.Context, img string, port, cport int) (*testcontainers.DockerContainer, error) {
+	return testcontainers.Run(ctx, img,
+		testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
+			req.NetworkMode = "host"
+			// testcontainers attaches its default network to every
+			// request (under podman a bridge network of its own); an
+			// engine refuses it with the host network.
+			req.EndpointSettingsModifier = func(m map[string]*network.EndpointSettings) { clear(m) }
+			return nil
+		}),
+		testcontainers.WithEnv(map[string]string{
+			"KAFKA_PORT":            strconv.Itoa(port),
+			"KAFKA_CONTROLLER_PORT": strconv.Itoa(cport),
+			"KAFKA_LISTEN_HOST":     "127.0.0.1",
+		}),
+		testcontainers.WithWaitStrategy(wait.ForLog("Kafka Server started").WithStartupTimeout(2*time.Minute)),
+	)
+}
+
+// freePort is a TCP port on 127.0.0.1 that nothing listened on a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
 // TestSuiteOnKafkaContainer starts Kafka in Docker, checks that kdelay's
 // producer contract round-trips through it, and runs the integration
 // package against it.
@@ -94,16 +133,34 @@ func TestSuiteOnKafkaContainer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := runKafka(ctx)
-	testcontainers.CleanupContainer(t, c)
-	if err != nil {
-		t.Fatalf("start %s: %v", kafkaImage, err)
+	img, broker := kafkaImage, ""
+	if local := os.Getenv(envLocalKafka); local != "" {
+		img = local
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cport, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := runLocalKafka(ctx, local, port, cport)
+		testcontainers.CleanupContainer(t, c)
+		if err != nil {
+			t.Fatalf("start %s: %v", local, err)
+		}
+		broker = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	} else {
+		c, err := runKafka(ctx)
+		testcontainers.CleanupContainer(t, c)
+		if err != nil {
+			t.Fatalf("start %s: %v", kafkaImage, err)
+		}
+		if broker, err = c.PortEndpoint(ctx, publicPort, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
-	broker, err := c.PortEndpoint(ctx, publicPort, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s listening on %s", kafkaImage, broker)
+	t.Logf("%s listening on %s", img, broker)
 	smoke(ctx, t, broker)
 
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -124,7 +181,7 @@ func TestSuiteOnKafkaContainer(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "KDELAY_TEST_BROKERS="+broker, "KDELAY_TEST_TIER=testcontainers "+kafkaImage)
+	cmd.Env = append(cmd.Env, "KDELAY_TEST_BROKERS="+broker, "KDELAY_TEST_TIER=testcontainers "+img)
 	t.Logf("running: (cd %s && KDELAY_TEST_BROKERS=%s go %s)", root, broker, strings.Join(args, " "))
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("integration suite against %s: %v", kafkaImage, err)

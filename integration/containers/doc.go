@@ -2,10 +2,12 @@
 // (tier 4, docs/dev/testing.md), a module of its own so that testcontainers-go and
 // the Docker client stay out of the main module's dependencies.
 //
-// Its test starts a pinned Apache Kafka image with testcontainers-go and
-// runs the package github.com/kdelay/kdelay/integration against it (the
-// real kdelay binary as child processes, every scenario). It is opt-in and
-// skips cleanly without a Docker engine:
+// Its test starts a pinned Apache Kafka image with testcontainers-go (or,
+// when KDELAY_TC_KAFKA_IMAGE names one, a Kafka image built locally by
+// .ci/kafka-image.sh, on the host network) and runs the package
+// github.com/kdelay/kdelay/integration against it (the real kdelay binary
+// as child processes, every scenario). It is opt-in and skips cleanly
+// without a Docker engine:
 //
 //	cd integration/containers && KDELAY_TEST_DOCKER=1 go test -v .
 //
