@@ -81,6 +81,26 @@ type Recurrence struct {
 	sched cron.Schedule
 }
 
+// String describes the series and the firing the record is: "every 2s,
+// occurrence 3 of 5" or "cron \"0 30 9 * * *\" in Europe/Berlin,
+// occurrence 1, until 2026-12-31T00:00:00Z".
+func (r *Recurrence) String() string {
+	var b strings.Builder
+	if r.Every > 0 {
+		b.WriteString("every " + r.Every.String())
+	} else {
+		b.WriteString("cron " + strconv.Quote(r.Cron) + " in " + r.Location.String())
+	}
+	b.WriteString(", occurrence " + strconv.FormatInt(r.Occurrence, 10))
+	if r.Count > 0 {
+		b.WriteString(" of " + strconv.FormatInt(r.Count, 10))
+	}
+	if !r.Until.IsZero() {
+		b.WriteString(", until " + r.Until.UTC().Format(time.RFC3339Nano))
+	}
+	return b.String()
+}
+
 // Firing is one firing of a series, computed by [Recurrence.Fire].
 type Firing struct {
 	// At is the occurrence fired: its due time (kdelay-due-at).

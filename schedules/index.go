@@ -25,6 +25,7 @@ type Cancels interface {
 type entry struct {
 	id, target, key string
 	err             string // the contract error, "" when valid
+	series          string // a recurring series: levels.Recurrence.String, "" otherwise
 	due, ts, orig   int64  // epoch ms: due time, record timestamp, original timestamp
 	offset          int64
 	partition       int32
@@ -134,6 +135,9 @@ func (x *Index) entryOf(rec *kgo.Record) *entry {
 		return e
 	}
 	e.due = s.Due.UnixMilli()
+	if s.Recur != nil {
+		e.series = s.Recur.String()
+	}
 	var h maphash.Hash
 	h.SetSeed(x.seed)
 	for _, s := range []string{e.key, e.target, e.id} {
@@ -256,6 +260,7 @@ func (x *Index) schedule(e *entry, state string, cutoff int64) Schedule {
 	s := Schedule{
 		ID: e.id, Target: e.target, Key: e.key, Level: e.level, Partition: e.partition, Offset: e.offset,
 		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: e.err,
+		Recurring: e.series,
 	}
 	if e.err == "" {
 		s.DueAt = time.UnixMilli(e.due).UTC()

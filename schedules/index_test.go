@@ -240,3 +240,25 @@ func TestDue(t *testing.T) {
 		t.Errorf("levels %+v", ls)
 	}
 }
+
+// TestSeriesShowsItsNextOccurrence: a series record and the next
+// occurrence the relay wrote back show what series they are and when the
+// next firing is due.
+func TestSeriesShowsItsNextOccurrence(t *testing.T) {
+	x := NewIndex(table(t), 0, nil)
+	first := rec(2, 0, t0, "k", "kdelay-target", "out", "kdelay-id", "s", "kdelay-every", "1m", "kdelay-count", "5",
+		"kdelay-deliver-at", ms(t0.Add(time.Minute)))
+	x.Add(first)
+	g := x.Get("s", t0)
+	if len(g) != 1 || g[0].Recurring != "every 1m0s, occurrence 1 of 5" || !g[0].DueAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("series record: %+v", g)
+	}
+	fired := t0.Add(time.Minute)
+	x.Add(&kgo.Record{Topic: "delays", Partition: 2, Offset: 1, Timestamp: fired, Key: first.Key, Value: first.Value,
+		Headers: levels.NextHeaders(first.Headers, t0.Add(2*time.Minute), first.Timestamp, 2)})
+	g = x.Get("s", fired)
+	i := slices.IndexFunc(g, func(s Schedule) bool { return s.Offset == 1 })
+	if i < 0 || g[i].Recurring != "every 1m0s, occurrence 2 of 5" || !g[i].DueAt.Equal(t0.Add(2*time.Minute)) || !g[i].OriginalTimestamp.Equal(t0) {
+		t.Fatalf("next occurrence: %+v", g)
+	}
+}

@@ -86,4 +86,8 @@ type Schedule struct {
 	CancelCutoff *time.Time `json:"cancel_cutoff,omitempty"`
 	// Error is why the record breaks the contract, when State is invalid.
 	Error string `json:"error,omitempty"`
+	// Recurring describes the series of a kdelay-every or kdelay-cron
+	// record ("every 2s, occurrence 3 of 5"): DueAt is then its next
+	// occurrence.
+	Recurring string `json:"recurring,omitempty"`
 }

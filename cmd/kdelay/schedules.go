@@ -230,6 +230,9 @@ func printSchedules(w io.Writer, ss []schedules.Schedule, now time.Time) {
 		if s.Error != "" {
 			state += ": " + s.Error
 		}
+		if s.Recurring != "" {
+			state += " (" + s.Recurring + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", orDash(s.ID), orDash(s.Target), orDash(printable(s.Key)),
 			due, s.Level, fmt.Sprintf("%d/%d", s.Partition, s.Offset), state, s.Location)
 	}
