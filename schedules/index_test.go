@@ -52,12 +52,12 @@ func TestStates(t *testing.T) {
 	x := NewIndex(tab, 0, cs)
 	now := t0.Add(30 * time.Second)
 	// Partition 3 (level 4, 1h): written at t0.
-	x.Add(rec(3, 10, t0, "waiting", "kdelay-target", "out", "kdelay-level", "4"))                                          // level time t0+1h not passed
-	x.Add(rec(3, 11, t0, "done", "kdelay-target", "out", "kdelay-level", "4"))                                             // in the done set
-	x.Add(rec(3, 12, t0, "invalid", "kdelay-target", "out"))                                                               // no schedule
-	x.Add(rec(3, 13, t0, "cancelled", "kdelay-target", "out", "kdelay-level", "4", "kdelay-id", "c1"))                     // cancelled
-	x.Add(rec(3, 14, t0.Add(time.Minute), "late-id", "kdelay-target", "out", "kdelay-level", "4", "kdelay-id", "c1"))      // same id, after the cut-off
-	x.Add(rec(3, 5, t0, "below", "kdelay-target", "out", "kdelay-level", "4"))                                             // re-read: ignored
+	x.Add(rec(3, 10, t0, "waiting", "kdelay-target", "out", "kdelay-level", "4"))                                     // level time t0+1h not passed
+	x.Add(rec(3, 11, t0, "done", "kdelay-target", "out", "kdelay-level", "4"))                                        // in the done set
+	x.Add(rec(3, 12, t0, "invalid", "kdelay-target", "out"))                                                          // no schedule
+	x.Add(rec(3, 13, t0, "cancelled", "kdelay-target", "out", "kdelay-level", "4", "kdelay-id", "c1"))                // cancelled
+	x.Add(rec(3, 14, t0.Add(time.Minute), "late-id", "kdelay-target", "out", "kdelay-level", "4", "kdelay-id", "c1")) // same id, after the cut-off
+	x.Add(rec(3, 5, t0, "below", "kdelay-target", "out", "kdelay-level", "4"))                                        // re-read: ignored
 	// Partition 1 (level 2, 10s): level time passed, due within the horizon: wheel.
 	x.Add(rec(1, 0, t0, "wheel", "kdelay-target", "out", "kdelay-deliver-at", ms(t0.Add(20*time.Minute))))
 	x.Add(rec(1, 1, t0, "overdue", "kdelay-target", "out", "kdelay-delay", "10s"))
