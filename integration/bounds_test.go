@@ -232,7 +232,7 @@ func (s *scenario) checkInFlight(t *testing.T, label string, keys []string, f fi
 	return counts[len(counts)-1]
 }
 
-// checkFIFO checks FIFO per level (README Guarantees): in each target
+// checkFIFO checks FIFO per level (docs/guarantees.md): in each target
 // partition, the first copies of the records of one delay-topic partition
 // that are due at their level's own precision (delay = the level's
 // duration) arrive in delay-topic offset order. It fails when fewer than

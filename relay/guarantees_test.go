@@ -16,7 +16,7 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
-// Checks of the README's guarantees shared by the relay tests. Each fails
+// Checks of the guarantees (docs/guarantees.md) shared by the relay tests. Each fails
 // on its breakage (see mutants/ and .ci/mutants.sh).
 
 // noFaultP99 bounds the p99 lateness (forwarded timestamp - due time) of a
