@@ -469,12 +469,19 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 	it.group = at
 	at.add()
 	it.handedNs = r.sendClock(now)
+	var span recordSpan
+	if r.tracer != nil {
+		span = r.tracer.start(it, rec, now)
+	}
 	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil && mark != nil && mark.outOfRange.Load() {
 			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
 		}
 		it.err = err
 		it.ackedAt = r.now()
+		if span != nil {
+			r.tracer.end(span, err, it.ackedAt)
+		}
 		it.finished.Store(true)
 		at.release()
 	})

@@ -45,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kprom"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/offsetmap"
@@ -87,6 +88,9 @@ type Options struct {
 	OnIdle func()
 	// IdleAfter is the quiet time before OnIdle; default 2s.
 	IdleAfter time.Duration
+	// TracerProvider, when set, gives each forward a span that continues
+	// the producer's trace (trace.go); default nil: no spans, no headers.
+	TracerProvider trace.TracerProvider
 
 	// maxPoll bounds each poll of the loop (default 1s, so that readiness
 	// and gauges stay fresh). Tests lengthen it to see what a poll that
@@ -110,6 +114,7 @@ type Relay struct {
 	prev    *attempts
 	onIdle  func()
 	maxPoll time.Duration
+	tracer  *tracer // nil: tracing off
 	// pollCancel ends the loop's current poll (r.mu held): an assignment
 	// taken up inside it wakes the loop at once (onAssigned).
 	pollCancel context.CancelFunc
@@ -259,6 +264,7 @@ func New(opts Options) (*Relay, error) {
 		openW:     opts.OpenWheel,
 		onIdle:    opts.OnIdle,
 		idleAfter: opts.IdleAfter,
+		tracer:    newTracer(opts.TracerProvider, cfg.Topic),
 		maxPoll:   cmp.Or(opts.maxPoll, time.Second),
 		parts:     make(map[int32]*partState),
 		resync:    make(map[int32]int64),

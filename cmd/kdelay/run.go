@@ -15,10 +15,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/relay"
+	"github.com/kdelay/kdelay/tracing"
 )
 
 // shutdownGrace is added to the configured shutdown timeout before run
@@ -61,6 +63,21 @@ the group, stop the HTTP server.`,
 			sc, err := newSidecar(cfg, log)
 			if err != nil {
 				return err
+			}
+			tp, err := tracing.FromEnv(cmd.Context(), a.environ, version)
+			if err != nil {
+				return err
+			}
+			if tp != nil {
+				sc.tp = tp
+				log.Info("tracing: a span per forwarded record, exported over OTLP/HTTP (OTEL_* variables)")
+				defer func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					if err := tp.Shutdown(ctx); err != nil {
+						log.Warn("tracing: the last spans were not exported", "err", err)
+					}
+				}()
 			}
 			return runBounded(cmd.Context(), cfg.ShutdownTimeout+shutdownGrace, sc.Run)
 		}),
@@ -146,6 +163,7 @@ type sidecar struct {
 	log      *slog.Logger
 	relay    atomic.Pointer[relay.Relay] // set once Kafka answers and the relay is created
 	kopts    []kgo.Opt
+	tp       trace.TracerProvider // nil: no tracing
 	reg      *prometheus.Registry
 	http     *httpServer // nil when KDELAY_HTTP_ADDR=off
 	stopping atomic.Bool
@@ -215,7 +233,7 @@ func (s *sidecar) Run(ctx context.Context) error {
 		if err := waitForTopics(gctx, s.cfg, s.log); err != nil || gctx.Err() != nil {
 			return err
 		}
-		r, err := relay.New(relay.Options{Config: s.cfg, Log: s.log, Registry: s.reg, KafkaOpts: s.kopts, OnIdle: debug.FreeOSMemory})
+		r, err := relay.New(relay.Options{Config: s.cfg, Log: s.log, Registry: s.reg, KafkaOpts: s.kopts, OnIdle: debug.FreeOSMemory, TracerProvider: s.tp})
 		if err != nil {
 			return err
 		}
