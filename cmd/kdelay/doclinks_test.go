@@ -161,7 +161,7 @@ func TestGuaranteesDoc(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	patches, err := filepath.Glob(filepath.Join(repoRoot, "mutants", "*.patch"))
+	patches, err := filepath.Glob(filepath.Join(repoRoot, "mutants", "*.mutant"))
 	if err != nil || len(patches) == 0 {
 		t.Fatalf("no mutants found: %v", err)
 	}
