@@ -98,6 +98,10 @@ else
   pm build -q --build-arg BASE="$BASE" --build-arg KAFKA_VERSION="$KAFKA_VERSION" \
     -f "$ROOT/.ci/kafka-image/Containerfile" -t "$TAG" "$ctx" >/dev/null
   log "kafka: built $TAG in $((SECONDS - t0))s"
+  # Images of earlier inputs: removed unless a container still uses one.
+  for old in $(pm images --format '{{.Repository}}:{{.Tag}}' | grep -F "$NAME:$KAFKA_VERSION-" | grep -vxF "$TAG"); do
+    pm rmi "$old" >/dev/null 2>&1 && log "kafka: removed $old" || true
+  done
 fi
 pm tag "$TAG" "$NAME:$KAFKA_VERSION"
 echo "$TAG"
