@@ -127,6 +127,7 @@ func NewFollower(o Options) (*Follower, error) {
 	return &Follower{
 		o: o, idx: NewIndex(o.Table, o.Horizon, rd.Set()), rd: rd, adm: kadm.NewClient(acl), acl: acl,
 		ready: make(chan struct{}), parts: make(map[int32]*PartitionStatus),
+		group: Group{Name: o.Group, State: "unknown", Members: []Member{}},
 	}, nil
 }
 
