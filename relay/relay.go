@@ -185,7 +185,7 @@ type Relay struct {
 	// it open for the next one (endTxn).
 	txnOpen bool
 	lock    *dirLock // the data directory's, held from New to Close
-	txnID string   // exactly once: the transactional ID (transactionalID)
+	txnID   string   // exactly once: the transactional ID (transactionalID)
 
 	health    health
 	stopping  atomic.Bool
