@@ -396,8 +396,10 @@ func (b *secureBroker) chartValues(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// --kube-version: helm template assumes v1.20 otherwise, below the
+	// chart's kubeVersion.
 	cmd := exec.CommandContext(ctx, helm, "template", "kdelay", filepath.Join(root, "charts", "kdelay"),
-		"--show-only", "templates/statefulset.yaml",
+		"--kube-version", "1.32.0", "--show-only", "templates/statefulset.yaml",
 		"--set", "kafka.sasl.enabled=true", "--set", "kafka.sasl.mechanism=SCRAM-SHA-512",
 		"--set", "kafka.sasl.username="+relayUser, "--set", "kafka.sasl.password="+b.password,
 		"--set", "kafka.tls.enabled=true", "--set", "kafka.tls.existingSecret=kafka-tls",
