@@ -107,7 +107,9 @@ func (r *Relay) fireSeries(it *item, now time.Time) *item {
 	if err != nil || s.Recur == nil {
 		return nil // decided before: a series that parses
 	}
-	f := s.Recur.Fire(it.due, now)
+	// The latest occurrence the cancel barrier lets go (now, unless the
+	// cancel reader lags): a catch-up never fires past it.
+	f := s.Recur.Fire(it.due, r.fireLimit(now))
 	key := s.ID + "\x00" + strconv.FormatInt(levels.OriginalTimestamp(rec.Headers, rec.Timestamp).UnixMilli(), 10)
 	if r.txn == nil && r.series.duplicate(key, f.At.UnixMilli(), now) {
 		r.log.Warn("series occurrence fired already; dropping this copy of it", "id", s.ID,
