@@ -29,9 +29,10 @@ fuzz: ## every fuzz target for FUZZTIME each
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./offsetmap/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME) ./offsetmap/
 
-lint: ## vet and formatting
+lint: ## vet, formatting and staticcheck
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	bash .ci/staticcheck.sh
 
 helm: ## lint, render and check the Helm chart
 	bash charts/check.sh

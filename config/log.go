@@ -25,7 +25,7 @@ func (c Config) Logger(w io.Writer) *slog.Logger {
 	if f, ok := w.(*os.File); ok {
 		color = term.IsTerminal(int(f.Fd()))
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{
+	return slog.New(tint.NewTextHandler(w, &tint.Options{
 		Level:      level,
 		TimeFormat: time.TimeOnly + ".000",
 		NoColor:    !color,

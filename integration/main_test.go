@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -138,14 +137,9 @@ func moduleRoot() (string, error) {
 	return root, nil
 }
 
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+// goTool is the go command: go test puts its own GOROOT/bin first on the
+// test's PATH.
+func goTool() string { return "go" }
 
 // buildBinary builds ./cmd/kdelay into dir, with -race when this test
 // binary has it, so that a data race in a relay child fails the run too.

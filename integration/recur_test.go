@@ -129,11 +129,11 @@ func TestSeries(t *testing.T) {
 	}
 	cancelled := time.Now()
 
-	every := s.waitFirings("every", 5, false, time.Minute, relay)
-	cron := s.waitFirings("cron", 4, false, time.Minute, relay)
+	s.waitFirings("every", 5, false, time.Minute, relay)
+	s.waitFirings("cron", 4, false, time.Minute, relay)
 	// One more period of each, to see that nothing fires beyond count.
 	time.Sleep(3 * time.Second) // waiting for what must not happen
-	every, cron = s.firings("every"), s.firings("cron")
+	every, cron := s.firings("every"), s.firings("cron")
 	if len(every) != 5 || len(cron) != 4 {
 		t.Errorf("firings: every %d (want 5), cron %d (want 4)", len(every), len(cron))
 	}
@@ -221,9 +221,9 @@ func TestSeriesExactlyOnceKill9(t *testing.T) {
 	s.waitFirings("eos", 4, false, time.Minute, r2)
 	r2.kill()
 	r3 := s.startRelay("", restartReady) // the data directory lost
-	fs := s.waitFirings("eos", 10, true, 2*time.Minute, r3)
+	s.waitFirings("eos", 10, true, 2*time.Minute, r3)
 	time.Sleep(3 * time.Second) // waiting for what must not happen: an eleventh firing or a late duplicate
-	fs = s.firings("eos")
+	fs := s.firings("eos")
 	r3.stop()
 	t.Logf("exactly-once through two kill -9 (one with the data directory lost): %s", fmtFirings(fs))
 	checkSeries(t, "eos", fs, start, 2*time.Second)

@@ -556,3 +556,5 @@ func writeCerts(t *testing.T, dir string) {
 		}
 	}
 }
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

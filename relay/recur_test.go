@@ -125,7 +125,7 @@ func TestSeriesCatchUp(t *testing.T) {
 	// Down for about 9 s of the relay's clock: the occurrences at +2, +4,
 	// +6 and +8 s pass. The next relay fires +8 s once, then +10 and +12.
 	c.add(9 * time.Second)
-	rr = h.start(nil, c.opt())
+	h.start(nil, c.opt()) // stopped by the harness's cleanup
 	end := c.real(start.Add(13 * time.Second))
 	got = h.collect(40*time.Second, func(map[string][]received) bool { return time.Now().After(end) }, "orders")
 	want := []time.Time{start, start.Add(8 * time.Second), start.Add(10 * time.Second), start.Add(12 * time.Second)}

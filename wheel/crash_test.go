@@ -160,10 +160,9 @@ type crashKey struct {
 }
 
 type crashState struct {
-	added  bool // last event: added (else done)
-	acked  bool // the batch of the last event was acknowledged
-	batch  int
-	inLast bool
+	added bool // last event: added (else done)
+	acked bool // the batch of the last event was acknowledged
+	batch int
 }
 
 // checkCrash verifies the reopened wheel against the ack file.

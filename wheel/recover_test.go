@@ -64,6 +64,7 @@ func TestTornTailReportsLost(t *testing.T) {
 	// the cut is final: a second reopen reports nothing
 	w.Close()
 	w, rep = openT(t, dir, Options{}, t0)
+	defer w.Close()
 	if rep.Lost != 0 || rep.Truncated != 0 || len(rep.Problems) != 0 || rep.Recovered != 110 {
 		t.Fatalf("second report %+v", rep)
 	}

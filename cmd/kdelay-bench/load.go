@@ -72,7 +72,6 @@ func (b *bench) createTopics(ctx context.Context, parts map[string]int, logAppen
 
 // recSpec describes one record of a load.
 type recSpec struct {
-	i     int
 	ts    time.Time // record timestamp; zero: now
 	delay levels.Delay
 	// plain: no kdelay stamping; partition is given (baseline source).
