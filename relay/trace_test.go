@@ -99,7 +99,7 @@ func TestTraceContinuesProducerTrace(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if attrs["messaging.system"] != "kafka" || attrs["messaging.destination.name"] != "orders" || attrs["kdelay.source"] != rec.source {
 			t.Errorf("%s: span attributes %v, want kafka, orders and source %s", k, attrs, rec.source)
@@ -124,7 +124,7 @@ func bySpanAttr(spans tracetest.SpanStubs, key, value string) int {
 	n := 0
 	for _, s := range spans {
 		for _, a := range s.Attributes {
-			if string(a.Key) == key && a.Value.Emit() == value {
+			if string(a.Key) == key && a.Value.String() == value {
 				n++
 			}
 		}
