@@ -10,10 +10,11 @@ import (
 type unit int
 
 const (
-	unitRatio unit = iota // 0.86x
-	unitMs                // 25ms, 1.20s
-	unitBytes             // 64 MB
-	unitCount             // 0
+	unitRatio  unit = iota // 0.86x
+	unitMs                 // 25ms, 1.20s
+	unitBytes              // 64 MB
+	unitCount              // 0
+	unitMicros             // 2.50µs
 )
 
 // precise formats v with more digits than format, for a miss that format
@@ -26,6 +27,8 @@ func (u unit) precise(v float64) string {
 		return fmt.Sprintf("%.2fms", v)
 	case unitBytes:
 		return fmt.Sprintf("%.2f MB", v/(1<<20))
+	case unitMicros:
+		return fmt.Sprintf("%.3fµs", v)
 	default:
 		return fmt.Sprintf("%g", v)
 	}
@@ -39,6 +42,8 @@ func (u unit) format(v float64) string {
 		return ms(v)
 	case unitBytes:
 		return fmt.Sprintf("%.0f MB", v/(1<<20))
+	case unitMicros:
+		return usFmt(v)
 	default:
 		return fmt.Sprintf("%.0f", v)
 	}
@@ -55,6 +60,7 @@ type goal struct {
 	scenarios []string // nil: every scenario
 	delivery  string   // "": either mode
 	dueRate   int      // duerate runs at this rate only; 0: any
+	size      int      // runs with records of this size only; 0: any
 	atRecords int      // applies to runs of at least this many records; fewer: n/a
 	whole     bool
 	defaults  bool // holds for the relay with the Go runtime's defaults only (no GOMEMLIMIT from outside)
@@ -68,10 +74,13 @@ type goal struct {
 // goals are every goal the bench checks, in the order they are printed:
 // the one place where they are written down.
 var goals = []goal{
-	{issue: 14, what: "level path / baseline pipe (throughput, median of same-round ratios)", scenarios: []string{"level"}, delivery: atLeastOnce,
-		limit: 0.9, unit: unitRatio, metric: func(r *result) (float64, bool) { return r.RatioToBaseline, r.RatioToBaseline > 0 }},
-	{issue: 14, what: "wheel path / baseline pipe (throughput, median of same-round ratios)", scenarios: []string{"wheel"}, delivery: atLeastOnce,
-		limit: 0.9, unit: unitRatio, metric: func(r *result) (float64, bool) { return r.RatioToBaseline, r.RatioToBaseline > 0 }},
+	{issue: 37, what: "level burst / ceiling (drain, median of same-round ratios)", scenarios: []string{"level"}, delivery: atLeastOnce,
+		limit: 0.5, unit: unitRatio, metric: toCeiling},
+	{issue: 37, what: "wheel burst / ceiling (drain, median of same-round ratios)", scenarios: []string{"wheel"}, delivery: atLeastOnce,
+		limit: 0.5, unit: unitRatio, metric: toCeiling},
+	{issue: 37, what: "relay CPU per record at 100 B (level and wheel bursts, end to end)", scenarios: []string{"level", "wheel"}, delivery: atLeastOnce, size: 100,
+		atMost: true, limit: 2.5, unit: unitMicros,
+		metric: func(r *result) (float64, bool) { c := cpuPerRecord(r); return c, c > 0 }},
 	{issue: 12, what: "exactly-once / at-least-once (throughput, median of same-round ratios)", scenarios: []string{"level", "wheel"}, delivery: exactlyOnce,
 		limit: 0.8, unit: unitRatio, metric: func(r *result) (float64, bool) { return r.RatioToALO, r.RatioToALO > 0 }},
 	{issue: 14, what: "lateness p99 at 10k records/s due", scenarios: []string{"duerate"}, dueRate: 10_000,
@@ -112,6 +121,8 @@ var goals = []goal{
 		atMost: true, limit: 0, unit: unitCount, metric: func(r *result) (float64, bool) { return float64(r.Duplicates), true }},
 }
 
+func toCeiling(r *result) (float64, bool) { return r.RatioToCeiling, r.RatioToCeiling > 0 }
+
 func latenessOf(f func(*dist) float64) func(*result) (float64, bool) {
 	return func(r *result) (float64, bool) {
 		if r.Lateness == nil {
@@ -134,6 +145,9 @@ func (g *goal) appliesTo(r *result) bool {
 		return false
 	}
 	if g.delivery != "" && r.mode() != g.delivery {
+		return false
+	}
+	if g.size != 0 && r.Size != g.size {
 		return false
 	}
 	return g.dueRate == 0 || r.DueRate == g.dueRate

@@ -67,33 +67,41 @@ func run1(scenario, mode string, size, rep int, rate float64) *result {
 }
 
 func TestPairRatios(t *testing.T) {
-	b1 := run1("baseline", "", 100, 1, 200)
+	c1 := run1("ceiling", "", 100, 1, 200)
 	l1 := run1("level", atLeastOnce, 100, 1, 180)
 	e1 := run1("level", exactlyOnce, 100, 1, 90)
-	w1k := run1("wheel", atLeastOnce, 1024, 1, 150) // no baseline at 1 KB
-	b2 := run1("baseline", "", 100, 2, 100)
-	b2.Err = "baseline: only 10 of 1000 records delivered"
+	s1 := run1("serial", "", 100, 1, 50)
+	p1 := run1("pipelined", "", 100, 1, 100)
+	w1k := run1("wheel", atLeastOnce, 1024, 1, 150) // no ceiling at 1 KB
+	c2 := run1("ceiling", "", 100, 2, 100)
+	c2.Err = "ceiling: only 10 of 1000 records delivered"
 	e2 := run1("level", exactlyOnce, 100, 2, 150) // EOS first in round 2
 	l2 := run1("level", atLeastOnce, 100, 2, 100)
 	f2 := run1("wheel", exactlyOnce, 100, 2, 120)
 	f2.Err = "wheel: failed"
-	rs := []*result{b1, l1, e1, w1k, b2, e2, l2, f2}
+	c3 := run1("ceiling", "", 100, 3, 400)
+	w3 := run1("wheel", atLeastOnce, 100, 3, 100)
+	rs := []*result{c1, l1, e1, s1, p1, w1k, c2, e2, l2, f2, w3, c3} // round 3's ceiling after its burst
 	pairRatios(rs)
 	for _, tc := range []struct {
-		r           *result
-		base, toALO float64
-		name        string
+		r              *result
+		ceiling, toALO float64
+		name           string
 	}{
 		{l1, 0.9, 0, "level round 1"},
 		{e1, 0.45, 0.5, "level exactly-once round 1"},
-		{w1k, 0, 0, "wheel 1KB without a baseline of its size"},
-		// Round 2's baseline failed: no ratio, in particular not against round 1's.
+		{s1, 0.25, 0, "serial pipe round 1"},
+		{p1, 0.5, 0, "pipelined pipe round 1"},
+		{c1, 0, 0, "the ceiling itself"},
+		{w1k, 0, 0, "wheel 1KB without a ceiling of its size"},
+		// Round 2's ceiling failed: no ratio, in particular not against round 1's.
 		{l2, 0, 0, "level round 2"},
 		{e2, 0, 1.5, "level exactly-once round 2, run before its at-least-once partner"},
 		{f2, 0, 0, "failed run"},
+		{w3, 0.25, 0, "wheel round 3, listed before its ceiling"},
 	} {
-		if tc.r.RatioToBaseline != tc.base || tc.r.RatioToALO != tc.toALO {
-			t.Errorf("%s: got %v / %v, want %v / %v", tc.name, tc.r.RatioToBaseline, tc.r.RatioToALO, tc.base, tc.toALO)
+		if tc.r.RatioToCeiling != tc.ceiling || tc.r.RatioToALO != tc.toALO {
+			t.Errorf("%s: got %v / %v, want %v / %v", tc.name, tc.r.RatioToCeiling, tc.r.RatioToALO, tc.ceiling, tc.toALO)
 		}
 	}
 }
@@ -141,20 +149,24 @@ func verdictOf(t *testing.T, vs []verdict, what, subject string) verdict {
 func TestEvaluate(t *testing.T) {
 	var rs []*result
 	add := func(r *result) *result { rs = append(rs, r); return r }
-	// Level 100B: ratios 0.95, 0.85, 0.92 -> median 0.92, met.
-	for i, ratio := range []float64{0.95, 0.85, 0.92} {
+	// Level 100B: ratios 0.55, 0.45, 0.52 -> median 0.52, met; relay CPU
+	// 2, 3, 2.4 µs per record -> median 2.4, met.
+	for i, ratio := range []float64{0.55, 0.45, 0.52} {
 		r := add(run1("level", atLeastOnce, 100, i+1, 1))
-		r.RatioToBaseline = ratio
+		r.RatioToCeiling = ratio
+		r.RelayCPUSeconds = []float64{0.002, 0.003, 0.0024}[i]
 	}
-	// Level 1KB: 0.7, 0.95, 0.8 -> median 0.8, missed by 0.1.
-	for i, ratio := range []float64{0.7, 0.95, 0.8} {
+	// Level 1KB: 0.3, 0.45, 0.4 -> median 0.4, missed by 0.1; its CPU
+	// (5 µs per record) has no goal.
+	for i, ratio := range []float64{0.3, 0.45, 0.4} {
 		r := add(run1("level", atLeastOnce, 1024, i+1, 1))
-		r.RatioToBaseline = ratio
+		r.RatioToCeiling = ratio
+		r.RelayCPUSeconds = 0.005
 	}
 	// Exactly-once level 100B: one failed run is left out of the median.
 	for i, ratio := range []float64{0.85, 0.5, 0.81} {
 		r := add(run1("level", exactlyOnce, 100, i+1, 1))
-		r.RatioToBaseline, r.RatioToALO = ratio*0.9, ratio
+		r.RatioToCeiling, r.RatioToALO = ratio*0.9, ratio
 		if i == 1 {
 			r.Err = "level: only 900 of 1000 records delivered"
 		}
@@ -174,9 +186,10 @@ func TestEvaluate(t *testing.T) {
 	for _, tc := range []struct {
 		what, subject, status, measured, note string
 	}{
-		{"level path", "level 100B", met, "0.92x (0.95x, 0.85x, 0.92x; range 0.85x–0.95x)", ""},
-		{"level path", "level 1KB", missed, "0.80x (0.70x, 0.95x, 0.80x; range 0.70x–0.95x)", "by 0.10x"},
-		{"wheel path", "-", notRun, "-", ""},
+		{"level burst", "level 100B", met, "0.52x (0.55x, 0.45x, 0.52x; range 0.45x–0.55x)", ""},
+		{"level burst", "level 1KB", missed, "0.40x (0.30x, 0.45x, 0.40x; range 0.30x–0.45x)", "by 0.10x"},
+		{"wheel burst", "-", notRun, "-", ""},
+		{"relay CPU per record", "level 100B", met, "2.40µs (2.00µs, 3.00µs, 2.40µs; range 2.00µs–3.00µs)", ""},
 		{"exactly-once / at-least-once", "level 100B exactly-once", met, "0.83x (0.85x, 0.81x; range 0.81x–0.85x)", "failed: level 100B exactly-once #2"},
 		{"exactly-once / at-least-once", "wheel 1KB exactly-once", missed, "-", "failed: wheel 1KB exactly-once"},
 		{"lateness p99 at 10k", "-", notRun, "-", ""},
@@ -193,18 +206,24 @@ func TestEvaluate(t *testing.T) {
 	}
 	// The level goals never take exactly-once runs.
 	for _, v := range vs {
-		if strings.HasPrefix(v.goal.what, "level path") && strings.Contains(v.subject, exactlyOnce) {
+		if strings.HasPrefix(v.goal.what, "level burst") && strings.Contains(v.subject, exactlyOnce) {
 			t.Errorf("level goal checked on %s", v.subject)
 		}
 	}
-	if got := missedLines(vs); len(got) != 4 || !strings.HasPrefix(got[0], "MISSED level 1KB: 0.80x (") {
+	// The CPU goal is for 100 B records only.
+	for _, v := range vs {
+		if strings.HasPrefix(v.goal.what, "relay CPU") && v.subject != "level 100B" {
+			t.Errorf("CPU goal checked on %s", v.subject)
+		}
+	}
+	if got := missedLines(vs); len(got) != 4 || !strings.HasPrefix(got[0], "MISSED level 1KB: 0.40x (") {
 		t.Errorf("missed lines: %q", got)
 	}
 	md := goalsMarkdown(vs)
-	if !strings.Contains(md, "| level path / baseline pipe (throughput, median of same-round ratios) ≥ 0.90x | issue 14 | level 1KB | 0.80x (0.70x, 0.95x, 0.80x; range 0.70x–0.95x) | **MISSED** (by 0.10x) |") {
+	if !strings.Contains(md, "| level burst / ceiling (drain, median of same-round ratios) ≥ 0.50x | issue 37 | level 1KB | 0.40x (0.30x, 0.45x, 0.40x; range 0.30x–0.45x) | **MISSED** (by 0.10x) |") {
 		t.Errorf("goals table lacks the missed level 1KB row:\n%s", md)
 	}
-	if !strings.HasPrefix(md, "### Goals: 4 MISSED, 3 met, 6 not run or n/a\n") {
+	if !strings.HasPrefix(md, "### Goals: 4 MISSED, 4 met, 6 not run or n/a\n") {
 		t.Errorf("goals table header: %q", strings.SplitN(md, "\n", 2)[0])
 	}
 }
@@ -212,9 +231,9 @@ func TestEvaluate(t *testing.T) {
 // A miss smaller than the printed precision still says by how much.
 func TestEvaluateNarrowMiss(t *testing.T) {
 	r := run1("wheel", atLeastOnce, 100, 1, 1)
-	r.RatioToBaseline = 0.898
-	v := verdictOf(t, evaluate(&results{Results: []*result{r}}), "wheel path", "wheel 100B")
-	if v.status != missed || v.measured() != "0.90x" || v.note != "by 0.002x: 0.898x" {
+	r.RatioToCeiling = 0.498
+	v := verdictOf(t, evaluate(&results{Results: []*result{r}}), "wheel burst", "wheel 100B")
+	if v.status != missed || v.measured() != "0.50x" || v.note != "by 0.002x: 0.498x" {
 		t.Errorf("got %s, %q, note %q", v.status, v.measured(), v.note)
 	}
 }
@@ -257,9 +276,9 @@ func TestEvaluateRelayGoEnv(t *testing.T) {
 
 func TestRepetitions(t *testing.T) {
 	rs := []*result{
-		run1("baseline", "", 100, 1, 200),
+		run1("ceiling", "", 100, 1, 200),
 		run1("level", atLeastOnce, 100, 1, 180),
-		run1("baseline", "", 100, 2, 100),
+		run1("ceiling", "", 100, 2, 100),
 		run1("level", atLeastOnce, 100, 2, 90),
 		{Scenario: "duerate", DueRate: 10_000, Rep: 1, Lateness: &dist{P99: 9}},
 		{Scenario: "duerate", DueRate: 10_000, Rep: 2, Lateness: &dist{P99: 12}, Err: "failed"},
@@ -271,7 +290,7 @@ func TestRepetitions(t *testing.T) {
 	for _, r := range rows {
 		names = append(names, r.name)
 	}
-	if want := []string{"baseline 100B", "level 100B", "duerate 10k/s"}; !slices.Equal(names, want) {
+	if want := []string{"ceiling 100B", "level 100B", "duerate 10k/s"}; !slices.Equal(names, want) {
 		t.Fatalf("groups: got %q, want %q", names, want)
 	}
 	if got := spread(rows[1].ratio, ratioFmt); got != "0.90x (0.90x, 0.90x; range 0.90x–0.90x)" {

@@ -1,10 +1,19 @@
 // Command kdelay-bench is kdelay's end-to-end benchmark. Against one broker
 // and in one run it measures:
 //
-//   - baseline: a plain franz-go consume -> produce -> commit pipe between two
-//     topics, with the relay's batching (poll up to 4096 records, produce
-//     them with acks=all and the idempotent producer, wait for the acks,
+//   - ceiling: what the broker takes, the reference of every burst: one
+//     client with the relay's producer settings (linger 0, acks=all,
+//     idempotent, keys hashed to partitions) producing pre-built records
+//     shaped like forwarded ones (key, value, the kdelay-due-at and
+//     kdelay-source headers) to a target topic like the bursts', after a
+//     warm-up to a scratch topic;
+//   - serial: a plain franz-go consume -> produce -> commit pipe between two
+//     topics with the relay's producer settings and batching, one batch at
+//     a time (poll up to 4096 records, produce them, wait for the acks,
 //     CommitOffsetsSync);
+//   - pipelined: the same pipe as the relay runs it, without the
+//     scheduling: produces overlap the next poll, what is acked is
+//     committed every 100 ms;
 //   - level: kdelay's level path, a burst of records that all come due
 //     together at a level's own delay (kdelay-level 1);
 //   - wheel: kdelay's wheel path, a burst of records with arbitrary delays
@@ -39,7 +48,9 @@
 // the head of the summary on stdout and of results.md. With --repeat N a
 // goal is checked on the median of the N runs, and each run's value and
 // their range are printed too; throughput ratios are taken per round (each
-// run against the baseline, or the at-least-once run, of its own round).
+// burst against the ceiling, or the at-least-once run, of its own round).
+// The relay's CPU per record is its process's CPU time over the run's
+// records (--relay exec only: in process its CPU is not its own).
 //
 // Results go to --out (default bench-out/): results.json, results.md and
 // lateness-cdf.svg. See docs/benchmarks.md.
@@ -114,7 +125,7 @@ type options struct {
 	stdout          io.Writer
 }
 
-var allScenarios = []string{"baseline", "level", "wheel", "duerate", "shape", "recovery"}
+var allScenarios = []string{"ceiling", "serial", "pipelined", "level", "wheel", "duerate", "shape", "recovery"}
 
 func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kdelay-bench", flag.ContinueOnError)
@@ -122,16 +133,16 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	o := &options{stdout: stdout, stderr: stderr}
 	var sizes, scen, dueRates, deliveries string
 	fs.StringVar(&o.brokers, "brokers", "", "seed brokers (comma list); default: an in-process kfake cluster (quick runs only: publish real-broker figures)")
-	fs.IntVar(&o.records, "records", 200_000, "records per throughput run (baseline, level, wheel)")
+	fs.IntVar(&o.records, "records", 200_000, "records per throughput run (ceiling, serial, pipelined, level, wheel)")
 	fs.StringVar(&sizes, "size", "100,1024", "record value sizes in bytes, comma list")
 	fs.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma list of "+strings.Join(allScenarios, ", "))
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: small counts, finishes in under a minute")
 	fs.StringVar(&o.out, "out", "bench-out", "output directory (results.json, results.md, lateness-cdf.svg, relay logs)")
 	fs.StringVar(&o.relayMode, "relay", "exec", "exec: the relay as a child process (`kdelay run`, RSS measured); inproc: in this process (tests, --cpuprofile)")
 	fs.StringVar(&o.kdelayBin, "kdelay", "", "prebuilt kdelay binary for --relay exec; default: go build ./cmd/kdelay into a temporary directory")
-	fs.IntVar(&o.partitions, "partitions", 4, "partitions per level (KDELAY_PARTITIONS_PER_LEVEL), of the baseline source topic and of the target topics")
-	fs.IntVar(&o.maxBatch, "batch", 4096, "records per poll of the baseline pipe (the relay's MaxBatch is 4096)")
-	fs.IntVar(&o.repeat, "repeat", 1, "run baseline, level, wheel and duerate this many times, interleaved; goals are checked on medians, each run's value and the range are printed")
+	fs.IntVar(&o.partitions, "partitions", 4, "partitions per level (KDELAY_PARTITIONS_PER_LEVEL), of the pipes' source topic and of the target topics")
+	fs.IntVar(&o.maxBatch, "batch", 4096, "records per poll of the serial and pipelined pipes (the relay's MaxBatch is 4096)")
+	fs.IntVar(&o.repeat, "repeat", 1, "run ceiling, serial, pipelined, level, wheel and duerate this many times, interleaved; goals are checked on medians, each run's value and the range are printed")
 	fs.IntVar(&o.recoveryRecords, "recovery-records", 1_000_000, "records pending in the wheel at the restart")
 	fs.DurationVar(&o.recoveryLead, "recovery-lead", 0, "time from the start of the recovery pre-load to the first due time; default 30s + records/8000 s")
 	fs.StringVar(&dueRates, "due-rate", "10000,50000", "records coming due per second in the duerate scenario, comma list: one run per rate (quick: 1000)")

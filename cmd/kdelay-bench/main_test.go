@@ -25,7 +25,7 @@ func TestQuick(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false",
-		"--scenarios", "baseline,level,wheel,duerate,recovery", "--delivery", "at-least-once,exactly-once",
+		"--scenarios", "ceiling,serial,pipelined,level,wheel,duerate,recovery", "--delivery", "at-least-once,exactly-once",
 		"--records", "1000", "--recovery-records", "3000", "--recovery-lead", "3s", "--due-rate", "500", "--due-seconds", "2"}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -65,7 +65,7 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s: delivered %d of %d", r.name(), r.Delivered, r.Records)
 		}
 	}
-	for _, s := range []string{"baseline", "level", "wheel", "duerate", "recovery"} {
+	for _, s := range []string{"ceiling", "serial", "pipelined", "level", "wheel", "duerate", "recovery"} {
 		if got[s+" "+atLeastOnce] == nil {
 			t.Errorf("no result for %s", s)
 		}

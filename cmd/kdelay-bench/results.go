@@ -41,8 +41,8 @@ type result struct {
 	Partitions int    `json:"partitions_per_level"`
 	Levels     string `json:"levels,omitempty"`
 	DueRate    int    `json:"due_rate_per_s,omitempty"`
-	// Delivery is the relay's KDELAY_DELIVERY; empty (older results, the
-	// baseline pipe): at-least-once.
+	// Delivery is the relay's KDELAY_DELIVERY; empty (the ceiling, the
+	// reference pipes): at-least-once.
 	Delivery string `json:"delivery,omitempty"`
 	// Err is why the run failed (not every record delivered, ...); its
 	// figures are partial and no goal takes them.
@@ -53,9 +53,10 @@ type result struct {
 	Foreign    int     `json:"foreign_records,omitempty"`
 	Early      int     `json:"early"`
 	DrainRate  float64 `json:"drain_rate_per_s"` // (delivered-1) / (last - first target timestamp)
-	// RatioToBaseline is DrainRate over the drain rate of the baseline of
-	// the same size and round (level and wheel).
-	RatioToBaseline float64 `json:"ratio_to_baseline,omitempty"`
+	// RatioToCeiling is DrainRate over the drain rate of the ceiling run
+	// (produce only) of the same size and round (every burst: level,
+	// wheel, serial, pipelined).
+	RatioToCeiling float64 `json:"ratio_to_ceiling,omitempty"`
 	// RatioToALO is, for an exactly-once run, DrainRate over that of the
 	// at-least-once run of the same path, size and round.
 	RatioToALO float64 `json:"ratio_to_at_least_once,omitempty"`
@@ -328,10 +329,13 @@ func rateName(n int) string {
 	return fmt.Sprintf("%d/s", n)
 }
 
-// pairRatios sets each complete level and wheel run's ratio to the
-// baseline of its size and round, and each complete exactly-once run's
-// ratio to the at-least-once run of its path, size and round. Runs
-// without a complete partner keep 0.
+// burstScenarios are the runs taken as a ratio to the ceiling.
+var burstScenarios = []string{"serial", "pipelined", "level", "wheel"}
+
+// pairRatios sets each complete burst's ratio to the ceiling of its size
+// and round, and each complete exactly-once run's ratio to the
+// at-least-once run of its path, size and round. Runs without a complete
+// partner keep 0.
 func pairRatios(rs []*result) {
 	find := func(scenario, mode string, size, rep int) *result {
 		for _, p := range rs {
@@ -342,12 +346,12 @@ func pairRatios(rs []*result) {
 		return nil
 	}
 	for _, r := range rs {
-		if (r.Scenario != "level" && r.Scenario != "wheel") || r.Err != "" {
+		if !slices.Contains(burstScenarios, r.Scenario) || r.Err != "" {
 			continue
 		}
-		r.RatioToBaseline, r.RatioToALO = 0, 0
-		if b := find("baseline", atLeastOnce, r.Size, r.Rep); b != nil {
-			r.RatioToBaseline = r.DrainRate / b.DrainRate
+		r.RatioToCeiling, r.RatioToALO = 0, 0
+		if c := find("ceiling", atLeastOnce, r.Size, r.Rep); c != nil {
+			r.RatioToCeiling = r.DrainRate / c.DrainRate
 		}
 		if r.mode() == exactlyOnce {
 			if a := find(r.Scenario, atLeastOnce, r.Size, r.Rep); a != nil {
@@ -375,6 +379,7 @@ type repRow struct {
 	name                      string
 	n, failed                 int
 	rate, ratio, ratioALO     []float64
+	cpu                       []float64 // relay CPU µs per record
 	p50, p99, p999, max, cp99 []float64
 	early, dups               int
 }
@@ -400,8 +405,11 @@ func repetitions(res *results) []repRow {
 			continue
 		}
 		row.rate = append(row.rate, r.DrainRate)
-		if r.RatioToBaseline > 0 {
-			row.ratio = append(row.ratio, r.RatioToBaseline)
+		if r.RatioToCeiling > 0 {
+			row.ratio = append(row.ratio, r.RatioToCeiling)
+		}
+		if c := cpuPerRecord(r); c > 0 {
+			row.cpu = append(row.cpu, c)
 		}
 		if r.RatioToALO > 0 {
 			row.ratioALO = append(row.ratioALO, r.RatioToALO)
@@ -436,8 +444,8 @@ func sizeName(n int) string {
 func (r *result) summary() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "== %s: %d/%d delivered, %.0f rec/s", r.name(), r.Delivered, r.Records, r.DrainRate)
-	if r.RatioToBaseline > 0 {
-		fmt.Fprintf(&sb, " (%.2fx baseline", r.RatioToBaseline)
+	if r.RatioToCeiling > 0 {
+		fmt.Fprintf(&sb, " (%.2fx ceiling", r.RatioToCeiling)
 		if r.RatioToALO > 0 {
 			fmt.Fprintf(&sb, ", %.2fx at-least-once", r.RatioToALO)
 		}
@@ -448,6 +456,9 @@ func (r *result) summary() string {
 	}
 	if r.Duplicates > 0 {
 		fmt.Fprintf(&sb, ", %d duplicates", r.Duplicates)
+	}
+	if c := cpuPerRecord(r); c > 0 {
+		fmt.Fprintf(&sb, ", relay CPU %.2f µs/record", c)
 	}
 	if r.RelayPeakRSS > 0 {
 		fmt.Fprintf(&sb, ", relay peak RSS %s", mb(r.RelayPeakRSS))
@@ -532,12 +543,24 @@ func mb(b int64) string {
 	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
 }
 
-// cpuCell is the relay's CPU time per record of the run, in microseconds.
-func cpuCell(r *result) string {
+// cpuPerRecord is the relay's CPU time per record of the run, in
+// microseconds; 0 without a figure (the relay in process: its CPU is not
+// its own).
+func cpuPerRecord(r *result) float64 {
 	if r.RelayCPUSeconds == 0 || r.Records == 0 {
-		return "-"
+		return 0
 	}
-	return fmt.Sprintf("%.2f", r.RelayCPUSeconds*1e6/float64(r.Records))
+	return r.RelayCPUSeconds * 1e6 / float64(r.Records)
+}
+
+func usFmt(v float64) string { return fmt.Sprintf("%.2fµs", v) }
+
+// cpuCell is cpuPerRecord for the tables ("-" without a figure).
+func cpuCell(r *result) string {
+	if c := cpuPerRecord(r); c > 0 {
+		return fmt.Sprintf("%.2f", c)
+	}
+	return "-"
 }
 
 func rssCell(r *result) string {
@@ -558,12 +581,12 @@ func markdown(res *results) string {
 		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay CPU µs/record | relay peak RSS (anon + file) |\n")
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay CPU µs/record | relay peak RSS (anon + file) |\n")
 	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
 		ratio, ratioALO := "-", "-"
-		if r.RatioToBaseline > 0 {
-			ratio = ratioFmt(r.RatioToBaseline)
+		if r.RatioToCeiling > 0 {
+			ratio = ratioFmt(r.RatioToCeiling)
 		}
 		if r.RatioToALO > 0 {
 			ratioALO = ratioFmt(r.RatioToALO)
@@ -576,7 +599,7 @@ func markdown(res *results) string {
 			cp99 = ms(l.P99)
 		}
 		paths := "-"
-		if r.Scenario != "baseline" {
+		if r.Scenario != "ceiling" && r.Scenario != "serial" && r.Scenario != "pipelined" {
 			paths = fmt.Sprintf("%d / %d", r.ViaWheel, r.Direct)
 		}
 		rate := rateFmt(r.DrainRate)
@@ -591,9 +614,9 @@ func markdown(res *results) string {
 			name, r.Delivered, r.Records, rate, ratio, ratioALO, p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, cpuCell(r), rssCell(r))
 	}
 	if rows := repetitions(res); len(rows) > 0 {
-		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the baseline (or the at-least-once run) of its own round.\n\n")
-		fmt.Fprintf(&sb, "| run | runs | rec/s | vs baseline | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
-		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---:|---:|\n")
+		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the ceiling (or the at-least-once run) of its own round.\n\n")
+		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | relay CPU µs/record | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
+		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|\n")
 		for _, m := range rows {
 			runs := strconv.Itoa(m.n)
 			if m.failed > 0 {
@@ -603,8 +626,8 @@ func markdown(res *results) string {
 			if strings.HasPrefix(m.name, "duerate") {
 				rate = "-"
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
-				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt),
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
+				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt), spread(m.cpu, usFmt),
 				spread(m.p50, ms), spread(m.p99, ms), spread(m.p999, ms), spread(m.max, ms), spread(m.cp99, ms), m.early, m.dups)
 		}
 	}
@@ -628,7 +651,7 @@ func markdown(res *results) string {
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}
-	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. Relay CPU: the relay process's CPU time (every thread, user and system) from its start to the end of the run, per record of the run.\n")
+	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. Relay CPU: the relay process's CPU time (every thread, user and system) from its start to the end of the run, per record of the run.\n")
 	return sb.String()
 }
 

@@ -21,7 +21,7 @@ import (
 //
 // --due-load preload (the default, as in every earlier figure) produces
 // them all before the first due time, as fast as the broker takes them
-// (the lead scales with the record count at the baseline's produce rate):
+// (the lead scales with the record count at the measured produce rate):
 // the relay reads each level's share in a burst at its level time, at
 // many times the due rate, while earlier records come due. --due-load
 // paced produces each record --due-delay before its due time, so records
