@@ -60,7 +60,7 @@ func (x *Index) Due(now time.Time, bucket, horizon time.Duration) Histogram {
 					continue
 				}
 				h.Buckets[i].Count++
-				h.Buckets[i].ByLevel[strconv.Itoa(e.level)]++
+				h.Buckets[i].ByLevel[strconv.Itoa(int(e.level))]++
 			}
 		}
 	}
@@ -89,7 +89,7 @@ func (x *Index) Levels(now time.Time) []LevelStats {
 	defer x.mu.RUnlock()
 	for _, pt := range x.parts {
 		for _, e := range pt.entries {
-			if e.level < 1 || e.level > len(out) || x.hidden(e) {
+			if e.level < 1 || int(e.level) > len(out) || x.hidden(e) {
 				continue
 			}
 			st, _ := x.state(e, pt, nowMs)

@@ -48,6 +48,10 @@ type Options struct {
 	Retain time.Duration
 	// CommitEvery is how often the group's commits are read; default 1s.
 	CommitEvery time.Duration
+	// ID, when set, indexes only the records with that kdelay-id (kdelay
+	// schedules get): the topic is read all the same, but nothing else is
+	// parsed or held.
+	ID string
 	// Log receives warnings; default slog.Default().
 	Log *slog.Logger
 }
@@ -232,6 +236,10 @@ func (f *Follower) run(ctx context.Context, once bool) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // markers advance the position to the end
 		kgo.FetchMaxWait(250*time.Millisecond),
+		// A fetched record keeps its whole batch alive until the index
+		// has copied what it keeps: small fetches bound that memory.
+		kgo.FetchMaxPartitionBytes(256<<10),
+		kgo.FetchMaxBytes(4<<20),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -254,7 +262,9 @@ func (f *Follower) run(ctx context.Context, once bool) error {
 		})
 		read := make(map[int32]int64)
 		fs.EachRecord(func(r *kgo.Record) {
-			f.idx.Add(r)
+			if f.o.ID == "" || levels.ID(r.Headers) == f.o.ID {
+				f.idx.Add(r)
+			}
 			read[r.Partition] = r.Offset + 1
 		})
 		if len(read) > 0 {

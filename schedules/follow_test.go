@@ -120,6 +120,15 @@ func TestBuild(t *testing.T) {
 	if g := x.Get("e", time.Now()); len(g) != 1 || !g[0].OriginalTimestamp.Equal(ts.Truncate(time.Millisecond)) || g[0].Partition != 3 {
 		t.Errorf("cascaded schedule: %+v", g)
 	}
+	// Only one id: its original and its copy are held, nothing else.
+	o.ID = "e"
+	x, err = Build(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := x.Get("e", time.Now()); x.Len() != 2 || len(g) != 1 || g[0].Location != LocationCascaded {
+		t.Errorf("Build of id e: %d records held, %+v", x.Len(), g)
+	}
 }
 
 func TestBuildNoTopic(t *testing.T) {

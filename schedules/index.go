@@ -23,15 +23,16 @@ type Cancels interface {
 // entry is one delay-topic record in the index: its schedule, never its
 // value.
 type entry struct {
-	id, target, key string
-	err             string // the contract error, "" when valid
+	id, target, key string // target interned: targets repeat
 	series          string // a recurring series: levels.Recurrence.String, "" otherwise
 	due, ts, orig   int64  // epoch ms: due time, record timestamp, original timestamp
 	offset          int64
-	partition       int32
-	level           int
-	cascaded        bool
 	fp              uint64 // identifies a schedule across its cascaded copies
+	nextID          *entry // the next record with the same id (Index.byID's chain)
+	partition       int32
+	level           int16
+	cascaded        bool
+	invalid         bool // breaks the contract: its error is in Index.errs
 }
 
 // part is one partition of the delay topic: its commit, its done set and
@@ -51,11 +52,13 @@ type Index struct {
 	cancels Cancels
 	seed    maphash.Seed
 
-	mu     sync.RWMutex
-	parts  map[int32]*part
-	byID   map[string][]*entry
-	copies map[uint64][]*entry // cascaded copies by fingerprint, oldest first
-	n      int
+	mu      sync.RWMutex
+	parts   map[int32]*part
+	byID    map[string]*entry   // the first record with the id; the others chained by nextID
+	copies  map[uint64][]*entry // cascaded copies by fingerprint, oldest first
+	errs    map[*entry]string   // why an invalid record breaks the contract
+	targets map[string]string   // interned target names
+	n       int
 }
 
 // NewIndex returns an empty index for records scheduled under tab.
@@ -67,7 +70,8 @@ func NewIndex(tab *levels.Table, horizon time.Duration, cancels Cancels) *Index 
 	}
 	return &Index{
 		tab: tab, horizon: horizon, cancels: cancels, seed: maphash.MakeSeed(),
-		parts: make(map[int32]*part), byID: make(map[string][]*entry), copies: make(map[uint64][]*entry),
+		parts: make(map[int32]*part), byID: make(map[string]*entry), copies: make(map[uint64][]*entry),
+		errs: make(map[*entry]string), targets: make(map[string]string),
 	}
 }
 
@@ -95,17 +99,32 @@ func (x *Index) Add(rec *kgo.Record) bool {
 	if rec.Attrs.IsControl() {
 		return false
 	}
-	e := x.entryOf(rec)
+	e, why := x.entryOf(rec)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	pt := x.part(rec.Partition)
 	if rec.Offset < pt.committed || (len(pt.entries) > 0 && rec.Offset <= pt.entries[len(pt.entries)-1].offset) {
 		return false
 	}
+	if t, ok := x.targets[e.target]; ok {
+		e.target = t
+	} else {
+		x.targets[e.target] = e.target
+	}
 	pt.entries = append(pt.entries, e)
 	x.n++
+	if e.invalid {
+		x.errs[e] = why
+	}
 	if e.id != "" {
-		x.byID[e.id] = append(x.byID[e.id], e)
+		if head := x.byID[e.id]; head == nil {
+			x.byID[e.id] = e
+		} else {
+			for head.nextID != nil {
+				head = head.nextID
+			}
+			head.nextID = e
+		}
 	}
 	if e.cascaded {
 		x.copies[e.fp] = append(x.copies[e.fp], e)
@@ -113,11 +132,12 @@ func (x *Index) Add(rec *kgo.Record) bool {
 	return true
 }
 
-// entryOf reads the schedule of rec, by the relay's rules.
-func (x *Index) entryOf(rec *kgo.Record) *entry {
+// entryOf reads the schedule of rec, by the relay's rules, and the
+// contract error of an invalid one.
+func (x *Index) entryOf(rec *kgo.Record) (*entry, string) {
 	e := &entry{
 		key: string(rec.Key), offset: rec.Offset, partition: rec.Partition,
-		level: x.tab.LevelOf(rec.Partition), ts: rec.Timestamp.UnixMilli(),
+		level: int16(x.tab.LevelOf(rec.Partition)), ts: rec.Timestamp.UnixMilli(),
 	}
 	orig := levels.OriginalTimestamp(rec.Headers, time.Time{})
 	e.cascaded = !orig.IsZero()
@@ -128,11 +148,11 @@ func (x *Index) entryOf(rec *kgo.Record) *entry {
 	s, err := x.tab.Parse(rec.Headers, rec.Timestamp)
 	e.id, e.target = s.ID, s.Target
 	if err != nil {
-		e.err = err.Error()
+		e.invalid = true
 		if e.id == "" {
 			e.id = levels.ID(rec.Headers)
 		}
-		return e
+		return e, err.Error()
 	}
 	e.due = s.Due.UnixMilli()
 	if s.Recur != nil {
@@ -147,7 +167,7 @@ func (x *Index) entryOf(rec *kgo.Record) *entry {
 	h.Write(rec.Value)
 	h.WriteString(strconv.FormatInt(e.due, 10) + "/" + strconv.FormatInt(e.orig, 10))
 	e.fp = h.Sum64()
-	return e
+	return e, ""
 }
 
 // Commit records the relay group's commit of partition p: its committed
@@ -188,12 +208,23 @@ func (x *Index) Reset(p int32) {
 // drop removes e from the maps. x.mu is held.
 func (x *Index) drop(e *entry) {
 	x.n--
+	delete(x.errs, e)
 	if e.id != "" {
-		if l := remove(x.byID[e.id], e); len(l) == 0 {
-			delete(x.byID, e.id)
+		if head := x.byID[e.id]; head == e {
+			if e.nextID == nil {
+				delete(x.byID, e.id)
+			} else {
+				x.byID[e.id] = e.nextID
+			}
 		} else {
-			x.byID[e.id] = l
+			for ; head != nil; head = head.nextID {
+				if head.nextID == e {
+					head.nextID = e.nextID
+					break
+				}
+			}
 		}
+		e.nextID = nil
 	}
 	if e.cascaded {
 		if l := remove(x.copies[e.fp], e); len(l) == 0 {
@@ -217,7 +248,7 @@ func remove(l []*entry, e *entry) []*entry {
 // for the same schedule: an original whose cascaded copy is indexed, or a
 // copy cascaded again. x.mu is held.
 func (x *Index) hidden(e *entry) bool {
-	if e.err != "" {
+	if e.invalid {
 		return false
 	}
 	l := x.copies[e.fp]
@@ -241,13 +272,13 @@ func (x *Index) state(e *entry, pt *part, now int64) (string, int64) {
 	switch {
 	case pt.done.Done(e.offset):
 		return StateDone, cutoff
-	case e.err != "":
+	case e.invalid:
 		return StateInvalid, cutoff
 	case cancelled:
 		return StateCancelled, cutoff
 	case e.due <= now:
 		return StateDue, 0
-	case now < e.ts+x.tab.Duration(e.level).Milliseconds():
+	case now < e.ts+x.tab.Duration(int(e.level)).Milliseconds():
 		return StateWaiting, 0
 	case e.due-now <= x.horizon.Milliseconds():
 		return StateWheel, 0
@@ -258,11 +289,11 @@ func (x *Index) state(e *entry, pt *part, now int64) (string, int64) {
 
 func (x *Index) schedule(e *entry, state string, cutoff int64) Schedule {
 	s := Schedule{
-		ID: e.id, Target: e.target, Key: e.key, Level: e.level, Partition: e.partition, Offset: e.offset,
-		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: e.err,
+		ID: e.id, Target: e.target, Key: e.key, Level: int(e.level), Partition: e.partition, Offset: e.offset,
+		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: x.errs[e],
 		Recurring: e.series,
 	}
-	if e.err == "" {
+	if !e.invalid {
 		s.DueAt = time.UnixMilli(e.due).UTC()
 	}
 	if e.cascaded {
@@ -282,7 +313,7 @@ func (x *Index) Get(id string, now time.Time) []Schedule {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	var out []Schedule
-	for _, e := range x.byID[id] {
+	for e := x.byID[id]; e != nil; e = e.nextID {
 		if x.hidden(e) {
 			continue
 		}
@@ -303,7 +334,7 @@ func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
 	var h resultHeap
 	keep := f.Limit + 1
 	visit := func(e *entry, pt *part) {
-		if f.Level != 0 && e.level != f.Level ||
+		if f.Level != 0 && int(e.level) != f.Level ||
 			f.Target != "" && e.target != f.Target ||
 			f.Key != "" && e.key != f.Key ||
 			!f.DueFrom.IsZero() && e.due < f.DueFrom.UnixMilli() ||
@@ -330,7 +361,7 @@ func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
 		}
 	}
 	if f.ID != "" {
-		for _, e := range x.byID[f.ID] {
+		for e := x.byID[f.ID]; e != nil; e = e.nextID {
 			visit(e, x.parts[e.partition])
 		}
 	} else {

@@ -97,6 +97,10 @@ func TestStates(t *testing.T) {
 	if n := x.Len(); n != 5 {
 		t.Errorf("after the commit: %d records held, want 5", n)
 	}
+	x.Commit(3, 14, offsetmap.Set{})
+	if g := x.Get("c1", now); len(g) != 1 || g[0].Key != "late-id" {
+		t.Errorf("after the first record of id c1 left: %+v", g)
+	}
 	if !x.Commit(3, 12, offsetmap.Set{}) {
 		t.Error("a commit going back is not reported")
 	}

@@ -40,7 +40,7 @@ from the delay topic's pending range and is not shown.`,
 
 // buildIndex reads the delay topic, the group's commits and the cancel
 // topic once, to their ends.
-func buildIndex(ctx context.Context, cfg config.Config, a *app) (*schedules.Index, error) {
+func buildIndex(ctx context.Context, cfg config.Config, a *app, id string) (*schedules.Index, error) {
 	log := cfg.Logger(a.stderr)
 	kopts, err := cfg.KafkaOpts(log)
 	if err != nil {
@@ -48,7 +48,9 @@ func buildIndex(ctx context.Context, cfg config.Config, a *app) (*schedules.Inde
 	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	x, err := schedules.Build(ctx, schedulesOptions(cfg, kopts, log))
+	o := schedulesOptions(cfg, kopts, log)
+	o.ID = id
+	x, err := schedules.Build(ctx, o)
 	if err != nil {
 		return nil, brokerErr(err)
 	}
@@ -81,7 +83,7 @@ milliseconds.`,
 				}
 				return usageErrorf("%v", err)
 			}
-			x, err := buildIndex(cmd.Context(), cfg, a)
+			x, err := buildIndex(cmd.Context(), cfg, a, f.ID)
 			if err != nil {
 				return err
 			}
@@ -140,7 +142,7 @@ cancelled) and committed, or never scheduled.`,
 			if err != nil {
 				return err
 			}
-			x, err := buildIndex(cmd.Context(), cfg, a)
+			x, err := buildIndex(cmd.Context(), cfg, a, args[0])
 			if err != nil {
 				return err
 			}
