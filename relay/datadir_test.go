@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,4 +145,37 @@ func TestTxnIDFromDataDir(t *testing.T) {
 	}
 	got := h.collect(30*time.Second, allKeys(append(keys, more...)...), "orders")
 	h.report(got, append(keys, more...), 0)
+}
+
+// TestFencedLimit: one fence (a relay that stood still past its
+// transaction timeout) is survived; fenceLimit within fenceWindow (another
+// live producer with the ID) stop the relay with ErrFenced.
+func TestFencedLimit(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		at    []time.Duration // fences, from t0
+		fatal bool
+	}{
+		{"one fence", []time.Duration{0}, false},
+		{"two in a minute", []time.Duration{0, 30 * time.Second}, false},
+		{"three in a minute", []time.Duration{0, 20 * time.Second, 40 * time.Second}, true},
+		{"three spread over two minutes", []time.Duration{0, time.Minute + time.Second, 2*time.Minute + 2*time.Second}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var now time.Time
+			r := &Relay{now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler), txnID: "id"}
+			for _, d := range tt.at {
+				now = t0.Add(d)
+				r.fenced(errors.New("PRODUCER_FENCED"))
+			}
+			if got := r.fatal != nil; got != tt.fatal {
+				t.Fatalf("fatal = %v (%v), want %v", got, r.fatal, tt.fatal)
+			}
+			if tt.fatal && !errors.Is(r.fatal, ErrFenced) {
+				t.Errorf("fatal %v does not wrap ErrFenced", r.fatal)
+			}
+		})
+	}
 }

@@ -184,8 +184,9 @@ type Relay struct {
 	// loop's own). An iteration with nothing to produce or commit leaves
 	// it open for the next one (endTxn).
 	txnOpen bool
-	lock    *dirLock // the data directory's, held from New to Close
-	txnID   string   // exactly once: the transactional ID (transactionalID)
+	fences  []time.Time // recent fences of the producer (fenced)
+	lock    *dirLock    // the data directory's, held from New to Close
+	txnID   string      // exactly once: the transactional ID (transactionalID)
 
 	health    health
 	stopping  atomic.Bool

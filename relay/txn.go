@@ -86,13 +86,40 @@ func txnVersions() kgo.Opt {
 	return kgo.MaxVersions(v)
 }
 
-// ErrFenced is returned by [Relay.Run] in exactly-once mode when a newer
-// producer with the relay's transactional ID took over (or the principal
-// may not use it): the relay stops forwarding at once and leaves its
-// group, and the process exits non-zero for its supervisor.
+// ErrFenced is returned by [Relay.Run] in exactly-once mode when another
+// live producer uses the relay's transactional ID (fenced fenceLimit times
+// within fenceWindow), when the producer cannot recover from a fence, or
+// when the principal may not use the ID: the relay stops forwarding at
+// once and leaves its group, and the process exits non-zero for its
+// supervisor.
 var ErrFenced = errors.New("relay: fenced: another producer took over this relay's transactional ID")
 
-// fencedErr reports whether err means this producer can never commit again.
+// fenceLimit fences within fenceWindow make a relay stop with ErrFenced:
+// one fence is what a relay that stood still past its transaction timeout
+// meets on waking (the coordinator aborted its transaction and bumped the
+// epoch; franz-go takes a new one and the relay goes on), fences in a row
+// mean another live producer uses the ID.
+const (
+	fenceLimit  = 3
+	fenceWindow = time.Minute
+)
+
+// fenced records a fence of the relay's producer; r.mu is held.
+func (r *Relay) fenced(err error) {
+	now := r.now()
+	r.fences = append(r.fences, now)
+	for len(r.fences) > 0 && now.Sub(r.fences[0]) > fenceWindow {
+		r.fences = r.fences[1:]
+	}
+	if len(r.fences) >= fenceLimit {
+		r.fatal = fmt.Errorf("%w: transactional ID %s, %d times in %s: %w", ErrFenced, r.txnID, len(r.fences), fenceWindow, err)
+		return
+	}
+	r.log.Warn("transaction fenced; its partitions are read again (its own transaction timed out while the relay stood still, or another producer uses the transactional ID)",
+		"transactional_id", r.txnID, "err", err)
+}
+
+// fencedErr reports whether err means another producer epoch took over.
 func fencedErr(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
 }
@@ -213,7 +240,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	r.abortTxn("commit failed") // a no-op unless End left it open
 	r.mu.Lock()
 	if fencedErr(err) {
-		r.fatal = fmt.Errorf("%w: transactional ID %s: %w", ErrFenced, r.txnID, err)
+		r.fenced(err)
 	}
 	for p := range touched {
 		if ps := r.parts[p]; ps != nil {
