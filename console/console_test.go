@@ -206,6 +206,13 @@ func TestReadAPI(t *testing.T) {
 	if code := x.do("GET", "/api/v2/schedules", "", "", &e); code != 404 {
 		t.Errorf("unknown endpoint: %d", code)
 	}
+	_, metrics := getText(t, x.url+"/metrics")
+	for _, want := range []string{`kdelay_console_pending{level="3",window="1m"} 1`, `kdelay_console_pending{level="4",window="1d"} 5`,
+		`kdelay_console_pending{level="4",window="1h"} 0`, `kdelay_console_index_records 6`, `kdelay_console_ready 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, metrics)
+		}
+	}
 	// The page and its assets, embedded; the probes.
 	for _, p := range []string{"/", "/app.js", "/style.css", "/healthz", "/readyz"} {
 		resp, err := http.Get(x.url + p)
@@ -333,6 +340,12 @@ func TestAuthAll(t *testing.T) {
 	if code := x.do("GET", "/api/v1/schedules", token, "", &page); code != 200 {
 		t.Errorf("GET with the token: %d", code)
 	}
+	if code, _ := getText(t, x.url+"/metrics"); code != 401 {
+		t.Errorf("GET /metrics without the token: %d, want 401", code)
+	}
+	if code, _ := getText(t, x.url+"/readyz"); code != 200 {
+		t.Errorf("/readyz with KDELAY_CONSOLE_AUTH=all: %d, want 200 (a probe)", code)
+	}
 }
 
 func TestBrokersAway(t *testing.T) {
@@ -385,4 +398,15 @@ func TestDocsNameEveryEndpoint(t *testing.T) {
 			t.Errorf("docs/console.md does not name %s", name)
 		}
 	}
+}
+
+func getText(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -15,7 +15,9 @@
 //	POST   /api/v1/dead-letters/replay    re-drive them, each at most once
 //	GET    /api/v1/status                 levels, lag, next due, relays
 //
-// and, open whatever the auth mode, the probes /healthz (the process
+// /metrics (Prometheus: kdelay_console_pending{level,window}, what waits
+// by when it comes due, and the index's size and readiness) and, open
+// whatever the auth mode, the probes /healthz (the process
 // answers) and /readyz (200 once the index is complete and while the
 // brokers answer, else 503).
 //
@@ -41,6 +43,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -161,6 +165,10 @@ func (s *Server) routes() {
 		s.mux.Handle(r.pattern, r.h)
 		s.patterns = append(s.patterns, r.pattern)
 	}
+	// What waits, for Prometheus (a read: the token with KDELAY_CONSOLE_AUTH=all).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(s))
+	s.mux.Handle("GET /metrics", read(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	// Probes, open whatever the auth mode: no data in them.
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

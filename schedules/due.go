@@ -106,3 +106,39 @@ func (x *Index) Levels(now time.Time) []LevelStats {
 	}
 	return out
 }
+
+// Windows counts the pending schedules at now per level by when they come
+// due: counts[level][0] those due already, counts[level][i] those due
+// within bounds[i-1] (and not an earlier bound), the last those due later.
+// bounds ascend.
+func (x *Index) Windows(now time.Time, bounds []time.Duration) map[int][]int {
+	out := make(map[int][]int, x.tab.Levels())
+	for l := 1; l <= x.tab.Levels(); l++ {
+		out[l] = make([]int, len(bounds)+2)
+	}
+	nowMs := now.UnixMilli()
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, pt := range x.parts {
+		for _, e := range pt.entries {
+			c := out[int(e.level)]
+			if c == nil || x.hidden(e) {
+				continue
+			}
+			st, _ := x.state(e, pt, nowMs)
+			if !Pending(st) {
+				continue
+			}
+			if st == StateDue {
+				c[0]++
+				continue
+			}
+			i := 0
+			for i < len(bounds) && e.due-nowMs > bounds[i].Milliseconds() {
+				i++
+			}
+			c[i+1]++
+		}
+	}
+	return out
+}

@@ -239,6 +239,12 @@ func TestDue(t *testing.T) {
 	if !h.Buckets[0].Start.Equal(t0) || h.Buckets[1].Count != 2 || h.Buckets[2].Count != 1 || h.Buckets[1].ByLevel["2"] != 1 || h.Buckets[1].ByLevel["3"] != 1 {
 		t.Errorf("buckets %+v", h.Buckets)
 	}
+	w := x.Windows(now, []time.Duration{time.Minute, time.Hour})
+	for level, want := range map[int][]int{1: {1, 0, 0, 1}, 2: {0, 1, 0, 0}, 3: {0, 0, 1, 0}, 4: {0, 0, 1, 0}} {
+		if !slices.Equal(w[level], want) {
+			t.Errorf("windows of level %d (due, 1m, 1h, later): %v, want %v", level, w[level], want)
+		}
+	}
 	ls := x.Levels(now)
 	if len(ls) != 4 || ls[0].Pending != 2 || ls[0].NextDue == nil || !ls[0].NextDue.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("levels %+v", ls)
