@@ -295,7 +295,8 @@ func TestDiskFull(t *testing.T) {
 	dir := mountTmpfs(t, "4m")
 	h := newHarness(t, nil, "orders")
 	h.cfg.DataDir = dir
-	rr := h.start(nil)
+	var full atomic.Bool // a wheel write failed with ENOSPC
+	rr := h.start(nil, wrappedWheel(func(w Store) Store { return &noSpaceWatch{Store: w, seen: &full} }))
 	keys := keysOf("df", 128)
 	value := strings.Repeat("x", 64<<10)
 	for i, k := range keys {
@@ -307,8 +308,30 @@ func TestDiskFull(t *testing.T) {
 	}
 	got := h.collect(90*time.Second, allKeys(keys...), "orders")
 	h.report(got, keys, len(keys))
-	t.Logf("wheel resets: %v", testutil.ToFloat64(rr.r.m.wheelResets))
+	resets := testutil.ToFloat64(rr.r.m.wheelResets)
+	if !full.Load() || resets < 1 {
+		t.Errorf("the disk never filled (a wheel write failed with ENOSPC: %v, wheel resets: %v): the test checked nothing", full.Load(), resets)
+	}
+	t.Logf("wheel resets: %v", resets)
 }
+
+// noSpaceWatch is a wheel Store that notes when a write fails with ENOSPC.
+type noSpaceWatch struct {
+	Store
+	seen *atomic.Bool
+}
+
+func (s *noSpaceWatch) note(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		s.seen.Store(true)
+	}
+	return err
+}
+
+func (s *noSpaceWatch) Add(now int64, e wheel.Entry) error { return s.note(s.Store.Add(now, e)) }
+func (s *noSpaceWatch) Done(p int32, off int64) error      { return s.note(s.Store.Done(p, off)) }
+func (s *noSpaceWatch) Flush() error                       { return s.note(s.Store.Flush()) }
+func (s *noSpaceWatch) Sync() error                        { return s.note(s.Store.Sync()) }
 
 // mountTmpfs mounts a tmpfs of size under a temporary directory, unmounted
 // at cleanup. It skips where the test cannot mount (not root, no tmpfs);

@@ -34,27 +34,7 @@ func (h *harness) collectAll(timeout time.Duration, keys []string, topics ...str
 	h.collect(timeout, allKeys(keys...), topics...)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var lag string
-	waitFor(h.t, func() bool {
-		ends, err := h.adm.ListEndOffsets(ctx, h.cfg.Topic)
-		if err != nil {
-			return false
-		}
-		committed, err := h.adm.FetchOffsets(ctx, h.cfg.Group)
-		if err != nil {
-			return false
-		}
-		lag = ""
-		ends.Each(func(e kadm.ListedOffset) {
-			if e.Offset == 0 {
-				return
-			}
-			if c, ok := committed.Lookup(e.Topic, e.Partition); !ok || c.At < e.Offset {
-				lag += " " + strconv.Itoa(int(e.Partition))
-			}
-		})
-		return lag == ""
-	})
+	h.awaitIdle(ctx)
 	ends, err := h.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		h.t.Fatal(err)
@@ -87,6 +67,33 @@ func (h *harness) collectAll(timeout time.Duration, keys []string, topics ...str
 		}
 		return true
 	}, topics...)
+}
+
+// awaitIdle waits until the relay has nothing left to send: its
+// committed offsets reach the end of every delay-topic partition.
+func (h *harness) awaitIdle(ctx context.Context) {
+	h.t.Helper()
+	var lag string
+	waitFor(h.t, func() bool {
+		ends, err := h.adm.ListEndOffsets(ctx, h.cfg.Topic)
+		if err != nil {
+			return false
+		}
+		committed, err := h.adm.FetchOffsets(ctx, h.cfg.Group)
+		if err != nil {
+			return false
+		}
+		lag = ""
+		ends.Each(func(e kadm.ListedOffset) {
+			if e.Offset == 0 {
+				return
+			}
+			if c, ok := committed.Lookup(e.Topic, e.Partition); !ok || c.At < e.Offset {
+				lag += " " + strconv.Itoa(int(e.Partition))
+			}
+		})
+		return lag == ""
+	})
 }
 
 // checkLateness fails when the p99 lateness of the first copies of keys is
