@@ -129,7 +129,7 @@ func TestSendSeries(t *testing.T) {
 			t.Errorf("send %v accepted", bad)
 		}
 	}
-	before := time.Now()
+	before := time.Now().Truncate(time.Millisecond) // due times are whole milliseconds
 	mustCode(t, kdelay(t, t.Context(), env, nil, "send", "--target", "demo", "--value", "e", "--key", "every",
 		"--every", "2s", "--id", "s-every", "--times", "3", "--until", "2099-01-01T00:00:00Z"), exitOK)
 	mustCode(t, kdelay(t, t.Context(), env, nil, "send", "--target", "demo", "--value", "c", "--key", "cron",
