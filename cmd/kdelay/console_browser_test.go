@@ -57,7 +57,7 @@ func (s *started) consoleAddr(t *testing.T) string {
 // while its twin, due at the same time, does.
 func TestConsoleInBrowser(t *testing.T) {
 	exe := chromium(t)
-	_, addr := newCluster(t)
+	cluster, addr := newCluster(t)
 	env := testEnv(t, addr, "KDELAY_LEVELS", "1s 5s 10s", "KDELAY_LOG_LEVEL", "info", "KDELAY_CONSOLE_TOKEN", "tok-123")
 	mustCode(t, kdelay(t, t.Context(), env, nil, "topic", "create"), exitOK)
 	_, adm := admin(t, addr)
@@ -87,7 +87,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancelAlloc()
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	defer cancelCtx()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelT()
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
@@ -155,5 +155,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("k-keep not delivered within 40s; relay and console logs:\n%s", con.stderr)
 		}
+	}
+
+	// The brokers go away: the page says so.
+	cluster.Close()
+	step("the brokers-away banner", chromedp.WaitVisible(css(`#banner`)))
+	if b := text(`#banner`); !strings.Contains(b, "Kafka does not answer") || text(`#health`) != "brokers away" {
+		t.Errorf("banner %q, health %q", b, text(`#health`))
 	}
 }
