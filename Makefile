@@ -1,4 +1,4 @@
-# kdelay — common tasks. CI runs .ci/run, which runs `go test -race ./...`
+# kdelay — common tasks. CI runs .ci/run, which runs `go test -race -count=1 ./...`
 # (the README's test command) and the real-broker tier.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -12,7 +12,7 @@ build: ## the static binary, as the Dockerfile builds it
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o bin/kdelay ./cmd/kdelay
 
 test: ## the default test run: unit and kfake tiers
-	$(GO) test -race ./...
+	$(GO) test -race -count=1 ./...
 
 integ: ## the end-to-end suite against a real Apache Kafka started from Maven jars
 	addr=$$(bash .ci/kafka.sh start) && \
