@@ -366,3 +366,76 @@ func flushSettled(b *testing.B, w *Wheel) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkWheelScale measures the wheel's independence of scale in one
+// run: Add and Expire per entry on a wheel of 100,000 pending entries and
+// on one of KDELAY_WHEEL_BENCH_PENDING (default 1,000,000; the documented
+// figure uses 10,000,000), each in its steady state: every round moves
+// time on by the span in which about 1000 entries come due, adds 1000
+// entries due within the hour after it (one Flush) and expires what is
+// due (batches of 1000, each marked done, one Flush per batch), so that
+// the pending count stays where it was. The two wheels alternate round by
+// round, so that a drift of the machine weighs on both alike. Reported:
+// add-ns and expire-ns per entry at each size (wall clock), and their
+// ratios large/small (add-x, expire-x): 1.0 is a wheel whose cost does
+// not grow with what it holds.
+//
+//	KDELAY_WHEEL_BENCH_PENDING=10000000 go test -run '^$' \
+//	  -bench 'BenchmarkWheelScale$' -benchtime=400x ./wheel/
+func BenchmarkWheelScale(b *testing.B) {
+	const small, perRound = 100_000, 1000
+	large := benchPending(b)
+	type side struct {
+		bw             *benchWheel
+		step           int64 // ms of due time in which perRound entries come due
+		addNs, expNs   int64
+		added, expired int64
+	}
+	sides := []*side{{bw: newBenchWheel(b, small, SyncNone)}, {bw: newBenchWheel(b, large, SyncNone)}}
+	for _, s := range sides {
+		defer s.bw.close()
+		s.step = max(int64(perRound)*benchHour/s.bw.w.Pending(), 1)
+	}
+	for b.Loop() {
+		for _, s := range sides {
+			bw, w := s.bw, s.bw.w
+			bw.now += s.step
+			start := time.Now()
+			for range perRound {
+				bw.add(b, bw.now+1+bw.r.Int64N(benchHour-1))
+			}
+			if err := w.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			mid := time.Now()
+			done := func(e Entry) { w.Done(e.Partition, e.Offset) }
+			for {
+				n, err := w.Expire(bw.now, perRound, done)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := w.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				s.expired += int64(n)
+				if n < perRound {
+					break
+				}
+			}
+			s.addNs += mid.Sub(start).Nanoseconds()
+			s.expNs += time.Since(mid).Nanoseconds()
+			s.added += perRound
+		}
+	}
+	per := func(ns, n int64) float64 { return float64(ns) / float64(max(n, 1)) }
+	sm, lg := sides[0], sides[1]
+	b.ReportMetric(per(sm.addNs, sm.added), "add-ns/entry@100k")
+	b.ReportMetric(per(lg.addNs, lg.added), "add-ns/entry@large")
+	b.ReportMetric(per(sm.expNs, sm.expired), "expire-ns/entry@100k")
+	b.ReportMetric(per(lg.expNs, lg.expired), "expire-ns/entry@large")
+	b.ReportMetric(per(lg.addNs, lg.added)/per(sm.addNs, sm.added), "add-x")
+	if sm.expired > 0 && lg.expired > 0 {
+		b.ReportMetric(per(lg.expNs, lg.expired)/per(sm.expNs, sm.expired), "expire-x")
+	}
+	b.ReportMetric(float64(lg.bw.w.Pending()), "pending@large")
+}
