@@ -104,6 +104,11 @@ func TestTraceContinuesProducerTrace(t *testing.T) {
 		if attrs["messaging.system"] != "kafka" || attrs["messaging.destination.name"] != "orders" || attrs["kdelay.source"] != rec.source {
 			t.Errorf("%s: span attributes %v, want kafka, orders and source %s", k, attrs, rec.source)
 		}
+		// The 1.5s record is read at its level's 1s and waits in the wheel;
+		// the records due at once may or may not (read ahead or not).
+		if k == "wheeled" && attrs["kdelay.from_wheel"] != "true" {
+			t.Errorf("%s: span attribute kdelay.from_wheel %q, want true", k, attrs["kdelay.from_wheel"])
+		}
 		want := map[string]trace.SpanContext{"direct": direct, "wheeled": wheeled}[k]
 		switch {
 		case want.IsValid():
@@ -115,21 +120,6 @@ func TestTraceContinuesProducerTrace(t *testing.T) {
 			t.Errorf("%s: a record without traceparent got a span with parent %s, want a new trace", k, s.Parent.SpanID())
 		}
 	}
-	if fromWheel := bySpanAttr(all, "kdelay.from_wheel", "true"); fromWheel != 1 {
-		t.Errorf("%d spans from the wheel, want 1 (the 1.5s record)", fromWheel)
-	}
-}
-
-func bySpanAttr(spans tracetest.SpanStubs, key, value string) int {
-	n := 0
-	for _, s := range spans {
-		for _, a := range s.Attributes {
-			if string(a.Key) == key && a.Value.String() == value {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // TestNoTracerLeavesTraceparent: without a tracer provider the producer's
