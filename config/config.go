@@ -48,8 +48,10 @@ type Config struct {
 	// PartitionsPerLevel is k, KDELAY_PARTITIONS_PER_LEVEL; default 1. The
 	// delay topic has levels x k partitions.
 	PartitionsPerLevel int `env:"PARTITIONS_PER_LEVEL" envDefault:"1"`
-	// DataDir holds the wheel files, KDELAY_DATA_DIR; default kdelay-data
-	// (relative to the working directory; the container image sets /data).
+	// DataDir holds the wheel files and the exactly-once transactional ID,
+	// KDELAY_DATA_DIR; default kdelay-data (relative to the working
+	// directory; the container image sets /data). One relay per directory:
+	// the relay holds a lock on it while it runs.
 	DataDir string `env:"DATA_DIR" envDefault:"kdelay-data"`
 	// DLQTopic receives records that cannot be delivered, KDELAY_DLQ_TOPIC;
 	// default <topic>.dlq.
