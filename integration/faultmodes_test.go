@@ -181,7 +181,7 @@ func TestGracefulRestart(t *testing.T) {
 // It caught, at least once, records a relay forwarded shortly before the
 // join's cooperative rebalance revoked their partition coming again from
 // the new owner: the revoke dropped the produces in flight. Fixed in the
-// relay (handOver in relay.go; TestRevokeMidBatch pins it on kfake).
+// relay (handOver in relay/group.go; TestRevokeMidBatch pins it on kfake).
 func TestRelaysOneKilled(t *testing.T) {
 	t.Parallel()
 	for _, mode := range deliveryModes {

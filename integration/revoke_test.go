@@ -134,7 +134,7 @@ func TestRevokeMidBatch(t *testing.T) {
 		t.Errorf("%s: none of the held records was of a revoked partition: the scenario tests nothing", label)
 	}
 	if f.duplicated > 0 {
-		t.Errorf("%s: %d duplicates, want 0: nothing was killed; relay-a forgot the revoked partitions' records in flight instead of letting them land and committing them (relay.go release), so relay-b read them again",
+		t.Errorf("%s: %d duplicates, want 0: nothing was killed; relay-a forgot the revoked partitions' records in flight instead of letting them land and committing them (group.go release), so relay-b read them again",
 			label, f.duplicated)
 	}
 	a.stop()

@@ -1,0 +1,312 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/wheel"
+)
+
+// kind is where an item of a batch comes from and goes to. An item's kind
+// never changes: a record the target refuses becomes a new dead-letter item.
+type kind int
+
+const (
+	kForward  kind = iota // queue head, due: produce to the target
+	kWheelAdd             // queue head, put into the wheel: nothing to produce
+	kCascade              // queue head, beyond the horizon: produce to the delay topic
+	kDead                 // produce to the dead-letter topic
+	kFire                 // wheel entry, due: produce to the target
+	kSkip                 // queue head with nothing to do: a transaction marker, or a record the wheel already holds
+)
+
+// item is one record of a batch, or one set aside for a retry.
+type item struct {
+	kind      kind
+	part      int32
+	offset    int64
+	level     int
+	fromQueue bool        // a queue head (its offset advances the watermark)
+	orig      *kgo.Record // the delay-topic record as produced (key, value, headers)
+	out       *kgo.Record // what to produce (each attempt sends a copy); nil for kWheelAdd
+	manual    bool        // out.Partition is chosen (cascade, kdelay-target-partition)
+	due       time.Time
+	reason    string      // dead-letter reason label
+	detail    string      // dead-letter reason text
+	pair      *seriesPair // a series firing from the wheel and its next occurrence (recur.go)
+
+	// The outcome of the current attempt, written by its promise before
+	// it sets finished.
+	err       error
+	ackedAt   time.Time
+	sentAt    time.Time // when the current attempt was handed over (its iteration's time)
+	handedNs  int64     // unix ns of the current attempt's produce call (kdelay_send_lateness_seconds)
+	finished  atomic.Bool
+	attempted bool      // it.out was handed to the producer once (a later attempt sends a copy)
+	group     *attempts // the attempts the current attempt belongs to (done when they all are)
+
+	// Retry state of an item whose produce failed.
+	isolate   bool          // produce alone: a whole batch failed as too large
+	firstFail time.Time     // first failed attempt
+	nextTry   time.Time     // earliest next attempt
+	backoff   time.Duration // wait before the attempt after next
+}
+
+// While wheel entries come due within fireSoon, an iteration takes at most
+// headsWhileFiring queue heads, because deciding a full batch of heads at
+// once would hold every entry due meanwhile.
+const (
+	fireSoon         = 10 * time.Millisecond
+	headsWhileFiring = 512
+)
+
+// readAhead is how long before their level time records are read into the
+// wheel (policy.decide), because a burst read only at its level time goes
+// out late by the time it takes to read it (docs/benchmarks.md). The cost:
+// records of the level path take the wheel path (a write to the data
+// directory; it holds the commit back until it fires) for up to readAhead.
+const readAhead = 5 * time.Second
+
+// collect takes what can go at now: retries whose time has come, the
+// wheel's expired entries, then the ready heads of every partition queue,
+// up to maxBatch items. Each item with something to produce is handed to
+// the producer at once, so the produce round trip overlaps with deciding
+// the rest; started is done when every first attempt has its outcome.
+// Isolated retries are returned in solo, to be produced one at a time.
+// Every item produced joins its partition's flight until settled.
+func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, started *attempts) {
+	started = newAttempts()
+	defer started.release()
+	r.barrierMoved = nil // held sets it again
+	for _, ps := range r.parts {
+		for _, it := range ps.takeRetries(now) {
+			if c := r.cancelledItem(it, now); c != nil {
+				it = c
+				if it.out == nil {
+					b = append(b, it)
+					continue
+				}
+			}
+			if it.isolate {
+				solo = append(solo, it)
+				continue
+			}
+			r.startProduce(ctx, started, it, now)
+			b = append(b, it)
+		}
+	}
+	room := r.maxBatch
+	if r.firstAsg && r.wheel != nil {
+		r.collectWheel(ctx, started, now, &b)
+		if ms, ok := r.wheel.NextExpiry(); ok && ms <= now.Add(fireSoon).UnixMilli() {
+			// Entries come due meanwhile: a short batch of heads, so that
+			// they are not held behind thousands of records read at once.
+			room = min(room, len(b)+headsWhileFiring)
+		}
+	}
+	var ahead time.Duration
+	if r.wheel != nil {
+		ahead = readAhead // no wheel: nothing may be read before its level time
+	}
+	for _, ps := range r.parts {
+		ps.waitFor = time.Time{}
+		// A partition whose retries fill its queue's room takes no new
+		// heads: the failing records hold back their own partition only.
+		for len(ps.queue) > 0 && len(b) < room && !r.crowded(ps) {
+			rec := ps.queue[0]
+			if ps.catchingUp(rec.Offset) || ps.knownDone(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+				// Read again after a restart or a seek, but its outcome is
+				// already the wheel's; or a transaction marker.
+				ps.pop()
+				b = append(b, &item{kind: kSkip, part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true})
+				continue
+			}
+			d := r.pol.decide(rec, ps.level, now, ahead)
+			if d.act == actWait {
+				ps.waitFor = d.wakeAt
+				break
+			}
+			if wait, ok := r.held(d.sched.Due, now); ok && d.act == actForward {
+				ps.waitFor = wait // the cancel barrier (cancel.go)
+				break
+			}
+			ps.pop()
+			if d.mismatch {
+				r.m.mismatched.WithLabelValues(levelLabel(ps.level)).Inc()
+			}
+			it := &item{part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true, orig: rec, due: d.sched.Due}
+			if d.act != actDeadLetter {
+				if c := r.cancelledItem(it, now); c != nil {
+					if c.out != nil {
+						r.startProduce(ctx, started, c, now)
+					}
+					b = append(b, c)
+					continue
+				}
+			}
+			switch d.act {
+			case actForward:
+				it.kind = kForward
+				it.out, it.manual = r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, ps.p, rec.Offset)
+				if nx := r.fireSeries(it, now); nx != nil {
+					r.startProduce(ctx, started, nx, now)
+					b = append(b, nx)
+				}
+			case actWheel:
+				if r.addToWheel(now, ps, rec, d.sched.Due) {
+					it.kind = kWheelAdd
+					break
+				}
+				it.kind, it.out, it.manual = kCascade, r.cascadeRecord(rec, d.sched.Due, now), true
+			case actCascade:
+				it.kind, it.out, it.manual = kCascade, r.cascadeRecord(rec, d.sched.Due, now), true
+			case actDeadLetter:
+				it.kind, it.reason, it.detail = kDead, d.reason, d.detail
+				it.out = r.deadLetterRecord(rec, ps.p, rec.Offset, d.detail)
+			}
+			if it.out != nil {
+				r.startProduce(ctx, started, it, now)
+			}
+			b = append(b, it)
+		}
+		if len(ps.queue) == 0 {
+			ps.queue = nil // let the backing array go
+		}
+	}
+	return b, solo, started
+}
+
+// collectWheel appends the wheel's expired entries to b as forwards.
+func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item) {
+	var fired []*item
+	bad := make(map[int32]bool)
+	_, err := r.wheel.Expire(r.fireLimit(now).UnixMilli(), r.maxBatch, func(e wheel.Entry) {
+		it, ok := r.fromWheel(e)
+		switch {
+		case it != nil:
+			fired = append(fired, it)
+		case !ok:
+			bad[e.Partition] = true
+		}
+	})
+	if err != nil {
+		r.wheelFailed("expire", err)
+		return // the reset re-reads every partition; nothing fired is lost
+	}
+	for p := range bad { // after Expire: Drop must not run inside it
+		if ps := r.parts[p]; ps != nil {
+			r.resyncPartition(ps)
+		}
+	}
+	for _, it := range fired {
+		if bad[it.part] {
+			continue
+		}
+		if ps := r.parts[it.part]; ps.fired != nil && it.offset <= ps.catchUp && it.offset >= ps.next {
+			ps.fired[it.offset] = struct{}{} // to be read again: skip it then
+		}
+		if c := r.cancelledItem(it, now); c != nil {
+			it = c
+		} else if nx := r.fireSeries(it, now); nx != nil {
+			r.startProduce(ctx, started, nx, now)
+			*b = append(*b, nx)
+		}
+		if it.out != nil {
+			r.startProduce(ctx, started, it, now)
+		}
+		*b = append(*b, it)
+	}
+}
+
+// addToWheel puts rec into the wheel, due at due, and reports whether it is
+// there; when not, the caller cascades the record through Kafka instead.
+func (r *Relay) addToWheel(now time.Time, ps *partState, rec *kgo.Record, due time.Time) bool {
+	if r.wheel == nil {
+		return false
+	}
+	r.payload = encodePayload(r.payload[:0], rec) // Add copies it: one buffer serves every record
+	err := r.wheel.Add(now.UnixMilli(), wheel.Entry{
+		Due: due.UnixMilli(), Partition: ps.p, Offset: rec.Offset, Payload: r.payload,
+	})
+	switch {
+	case err == nil:
+		r.m.wheelAdded.WithLabelValues(levelLabel(ps.level)).Inc()
+		return true
+	case errors.Is(err, wheel.ErrInvalid):
+		r.log.Warn("wheel refused the record; cascading it instead", "source", levels.Source(r.cfg.Topic, ps.p, rec.Offset), "err", err)
+	default:
+		r.wheelFailed("add", err)
+	}
+	return false
+}
+
+// fromWheel turns a fired wheel entry into a forward, due at the time
+// computed when it was added (never re-derived from a level table that may
+// have changed since). It returns nil, true for an entry of a partition no
+// longer owned (its owner re-reads it), and nil, false for an entry that
+// does not decode.
+func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
+	ps := r.parts[e.Partition]
+	if ps == nil {
+		return nil, true
+	}
+	f := r.newFire()
+	rec := &f.orig
+	err := decodePayloadInto(rec, f.hs[:0], e.Payload)
+	var s levels.Schedule
+	if err == nil {
+		rec.Topic, rec.Partition, rec.Offset = r.cfg.Topic, e.Partition, e.Offset
+		s, err = r.pol.table.Parse(rec.Headers, rec.Timestamp)
+	}
+	if err != nil {
+		// Cannot happen for entries this relay wrote; re-read the
+		// partition from Kafka rather than lose or guess.
+		r.log.Error("undecodable wheel entry; re-reading the partition from its committed offset",
+			"partition", e.Partition, "offset", e.Offset, "err", err)
+		return nil, false
+	}
+	due := time.UnixMilli(e.Due)
+	it := &f.it
+	it.kind, it.part, it.offset, it.level, it.orig, it.due = kFire, e.Partition, e.Offset, ps.level, rec, due
+	it.out, it.manual = &f.out, r.forwardInto(&f.out, f.fwd[:0], f.buf[:0], rec, s.Target, s.TargetPartition, due, e.Partition, e.Offset)
+	return it, true
+}
+
+// wheelFire is what firing a wheel entry builds, in one allocation: the
+// item, the decoded record and its forward, with room for their headers
+// and the forward's two new header values (more grow on their own). They
+// live as long as the item does.
+type wheelFire struct {
+	it   item
+	orig kgo.Record
+	out  kgo.Record
+	hs   [3]kgo.RecordHeader // the producer's: a target and a schedule, often an ID
+	fwd  [4]kgo.RecordHeader // the producer's own plus due-at, source and the ID
+	buf  [64]byte            // due-at and source values: 13 digits, topic/partition@offset
+}
+
+// fireChunk is how many wheelFires one allocation holds (64 of 928 bytes:
+// 58 KiB), because one allocation per wheelFire (a 1 KiB object with
+// pointers: zeroed, typed and swept each) costs the loop's CPU per fired
+// record; a chunk is zeroed in one go. A
+// chunk stays in memory while one of its items does: an item lives until
+// its partition's commit passes it, usually a few iterations, so mostly
+// the chunks of the records in flight are held; a record set aside for
+// retries holds its chunk for as long as it waits.
+const fireChunk = 64
+
+// newFire returns a zeroed wheelFire cut from the current chunk. r.mu is
+// held.
+func (r *Relay) newFire() *wheelFire {
+	if len(r.fires) == 0 {
+		r.fires = make([]wheelFire, fireChunk)
+	}
+	f := &r.fires[0]
+	r.fires = r.fires[1:]
+	return f
+}

@@ -1,0 +1,119 @@
+package relay
+
+// resyncPartition forgets the partition's local state and seeks it back to
+// its committed offset.
+func (r *Relay) resyncPartition(ps *partState) {
+	if r.wheel != nil {
+		if err := r.wheel.Drop(ps.p); err != nil {
+			r.wheelFailed("drop", err)
+		}
+	}
+	ps.clearQueue()
+	ps.retries, ps.flight = nil, nil // what lands late is read again
+	ps.catchUp, ps.fired = -1, nil
+	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
+	r.resync[ps.p] = max(ps.commit, 0)
+	// What the last commit said is done above it stays done: read again,
+	// it is skipped (a duplicate otherwise; in exactly-once mode a
+	// duplicate that consumers would see).
+	if ps.doneSet.Base == ps.commit {
+		ps.known = ps.doneSet
+	}
+}
+
+// finish records what is done: the handled watermark advanced by this
+// iteration's queue heads (b), the outcomes that are in (of this iteration
+// or an earlier one) settled, wheel entries done, the wheel flushed.
+// Records in flight or set aside for a retry hold back their partition's
+// commit and its persisted watermark.
+//
+// flush says whether to flush the wheel; exactly-once mode flushes only
+// after its transaction committed.
+func (r *Relay) finish(b []*item, flush bool) {
+	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
+	var in []*item
+	for _, it := range b {
+		h, ok := touched[it.part]
+		if !ok {
+			h = -1
+		}
+		if it.fromQueue {
+			h = max(h, it.offset)
+		}
+		touched[it.part] = h
+		if it.out == nil {
+			in = append(in, it) // into the wheel: nothing to produce
+		}
+	}
+	for p, ps := range r.parts {
+		if landed := ps.takeFinished(); len(landed) > 0 {
+			in = append(in, landed...)
+			if _, ok := touched[p]; !ok {
+				touched[p] = -1
+			}
+		}
+	}
+	settled := r.settle(in, r.now())
+	if len(settled) > 0 {
+		r.progress()
+	}
+	for _, it := range settled {
+		if ps := r.parts[it.part]; ps != nil {
+			ps.settled++
+		}
+		switch it.kind {
+		case kForward, kFire:
+			ls := r.m.level(it.level)
+			if it.kind == kFire {
+				r.wheelDone(it)
+				ls.forwardedWheel.Inc()
+			} else {
+				ls.forwardedDirect.Inc()
+			}
+			ls.lateness.Observe(it.ackedAt.Sub(it.due).Seconds())
+			ls.sendLateness.Observe(float64(it.handedNs-it.due.UnixNano()) / 1e9)
+		case kCascade:
+			r.m.cascaded.WithLabelValues(levelLabel(it.level)).Inc()
+			if it.pair != nil {
+				r.nextSettled(it) // a series' next occurrence (recur.go)
+			}
+		case kSkip:
+			if !it.fromQueue {
+				r.wheelDone(it) // a duplicate series firing from the wheel (recur.go)
+			}
+		case kDead:
+			r.m.deadLettered.WithLabelValues(levelLabel(it.level), it.reason).Inc()
+			if !it.fromQueue {
+				r.wheelDone(it)
+			}
+		case kCancelled:
+			r.cancelDone(it)
+		}
+	}
+	for p, h := range touched {
+		ps := r.parts[p]
+		if ps == nil {
+			continue
+		}
+		ps.handled = max(ps.handled, h)
+		if r.wheel != nil && ps.handled >= 0 {
+			// The persisted watermark stays below a record in flight or
+			// being retried: a restart must read it again.
+			r.wheel.SetHandled(p, min(ps.handled, ps.lowestUnsettled(true)-1))
+		}
+	}
+	if flush && r.wheel != nil {
+		if err := r.wheel.Flush(); err != nil {
+			r.wheelFailed("flush", err)
+		}
+	}
+}
+
+func (r *Relay) wheelDone(it *item) {
+	if !it.pairDone() || r.wheel == nil {
+		return // reset: the partition is re-read from its commit
+	}
+	if err := r.wheel.Done(it.part, it.offset); err != nil {
+		r.wheelFailed("done", err)
+	}
+}
