@@ -26,6 +26,7 @@ type metrics struct {
 	assigned         prometheus.Gauge
 	nextDue          *prometheus.GaugeVec // level
 	lag              *prometheus.GaugeVec // level
+	pending          *prometheus.GaugeVec // level, window (pending.go)
 	wheelNext        prometheus.Gauge
 	ready            prometheus.Gauge
 	retrying         prometheus.Gauge
@@ -124,6 +125,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kdelay_consumer_lag", Help: "Records of the level's owned partitions not yet committed: high watermark (as of the last fetch) minus committed offset.",
 		}, []string{"level"}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kdelay_pending_records", Help: "Records of the level's owned partitions not yet delivered, by the window their level time (record timestamp plus the level's delay: the earliest they can go) falls in: window=due (already), 1m, 10m, 1h, 1d (within, and not an earlier window), later. Counted from Kafka every 15s.",
+		}, []string{"level", "window"}),
 		wheelNext: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_wheel_next_expiry_timestamp_seconds", Help: "Unix time of the wheel's next expiry (0: empty)."}),
 		ready:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_ready", Help: "1 while the relay is in the group and making progress."}),
 		retrying:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_records_retrying", Help: "Records set aside after a failed produce, waiting for their next attempt (each holds back its partition's commit)."}),
@@ -144,7 +148,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
-		m.lateness, m.sendLateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.wheelNext, m.ready,
+		m.lateness, m.sendLateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.pending, m.wheelNext, m.ready,
 		m.retrying, m.stalled, m.wheelResets, m.compactions, m.compactedEntries, m.metaOverflow, m.txns, m.txnTime,
 	} {
 		if err := reg.Register(c); err != nil {

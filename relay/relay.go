@@ -423,6 +423,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	watch, cancelWatch := context.WithCancel(ctx)
 	defer cancelWatch()
 	go r.watchTopic(watch)
+	go r.watchPending(watch)
 
 	err := r.loop(ctx, work)
 	if cerr := r.Close(); cerr != nil && err == nil {

@@ -563,6 +563,7 @@ func checkDashboard(t *testing.T, m *manifests) {
 		"rate(kdelay_records_dead_lettered_total",
 		"kdelay_wheel_pending_entries",
 		"sum by (level) (kdelay_consumer_lag",
+		"sum by (level) (kdelay_pending_records",
 		"histogram_quantile(0.99, sum by (le) (rate(kdelay_commit_fsync_seconds_bucket",
 	} {
 		if !strings.Contains(all, want) {
