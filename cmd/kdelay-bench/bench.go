@@ -173,7 +173,7 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 				step(sc, func() (*result, error) { return b.throughput(ctx, sc, atLeastOnce, size, rep) })
 			}
 			for _, mode := range modes {
-				for _, sc := range []string{"level", "wheel"} {
+				for _, sc := range []string{"direct", "level", "wheel"} {
 					step(sc, func() (*result, error) { return b.throughput(ctx, sc, mode, size, rep) })
 				}
 			}
@@ -268,8 +268,24 @@ func (b *bench) lead(n, size int) time.Duration {
 	return time.Duration(float64(n)/rate*float64(time.Second)) + b.o.margin
 }
 
-// throughput runs one of ceiling, serial, pipelined, level and wheel with
-// records of size, the relay in delivery mode mode, in round rep (from 0).
+// relayReadAhead is how long before their level time the relay reads
+// records into its wheel when they are due within the wheel's horizon (the
+// relay's read-ahead, docs/architecture.md): the level scenario's burst is
+// read that way.
+const relayReadAhead = 5 * time.Second
+
+// directHorizon is the relay's KDELAY_WHEEL_HORIZON in the direct scenario:
+// the smallest the wheel takes (its 100 ms tick). A record is read ahead
+// into the wheel only when its due time is within the horizon of the
+// decision, so with the burst due relayReadAhead after the produce ends,
+// the relay decides its heads at the read-ahead time (5 s before they are
+// due: beyond the horizon), pauses their partitions and reads them at
+// their level time.
+const directHorizon = 100 * time.Millisecond
+
+// throughput runs one of ceiling, serial, pipelined, direct, level and
+// wheel with records of size, the relay in delivery mode mode, in round
+// rep (from 0).
 func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep int) (*result, error) {
 	n := b.o.records
 	tag := runTag(fmt.Sprintf("%s-%d", scenario, size), mode, rep)
@@ -287,7 +303,11 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
 		return r, err
 	}
-	rp, err := b.startRelay(ctx, tag, b.env(nm, burstLevels, mode))
+	env := b.env(nm, burstLevels, mode)
+	if scenario == "direct" {
+		env["KDELAY_WHEEL_HORIZON"] = directHorizon.String()
+	}
+	rp, err := b.startRelay(ctx, tag, env)
 	if err != nil {
 		return r, err
 	}
@@ -296,11 +316,24 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	if err != nil {
 		return r, err
 	}
+	cpu0, cpuOK := rp.cpuSeconds()
 	start := time.Now()
 	lead := b.lead(n, size)
 	var due time.Time
 	var gen func(i int, now time.Time) recSpec
-	if scenario == "level" {
+	switch scenario {
+	case "direct":
+		// As level, but due relayReadAhead after the produce is expected
+		// to end, with a wheel horizon of directHorizon: the relay's
+		// read-ahead finds the burst due beyond its horizon, so the burst
+		// waits in its paused partitions and is read at its level time.
+		t0 := start.Add(lead + relayReadAhead).Truncate(time.Millisecond)
+		due = t0.Add(time.Second)
+		gen = func(i int, _ time.Time) recSpec {
+			return recSpec{ts: t0, delay: levels.Delay{Target: nm.target, Level: 1}}
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("records timestamped T0 (future while producing), kdelay-level 1: all due at T0+1s; KDELAY_WHEEL_HORIZON=%s, due %s after the expected end of the produce: no read-ahead, read at the level time (partitions paused until then)", directHorizon, relayReadAhead))
+	case "level":
 		// Every record has the same timestamp T0 (in the future while
 		// producing) and kdelay-level 1: all come due at T0 + 1s, together.
 		t0 := start.Add(lead).Truncate(time.Millisecond)
@@ -308,8 +341,8 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 		gen = func(i int, _ time.Time) recSpec {
 			return recSpec{ts: t0, delay: levels.Delay{Target: nm.target, Level: 1}}
 		}
-		r.Notes = append(r.Notes, "records timestamped T0 (future while producing), kdelay-level 1: all due at T0+1s")
-	} else {
+		r.Notes = append(r.Notes, "records timestamped T0 (future while producing), kdelay-level 1: all due at T0+1s; read ahead into the wheel")
+	default:
 		// Timestamps are the produce time; every record is due at the same
 		// absolute time (kdelay-deliver-at), lead after the end of the
 		// produce: its level time (timestamp + 1s) passes long before, so it
@@ -328,6 +361,8 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	r.ProduceSeconds = took.Seconds()
 	if produced := start.Add(took); !produced.Before(due) {
 		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: producing ended %s after the due time: not a clean burst", produced.Sub(due).Round(time.Millisecond)))
+	} else if readAt := due.Add(-relayReadAhead); scenario == "direct" && !produced.Before(readAt) {
+		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: producing ended %s after the read-ahead time: records read then may take the wheel", produced.Sub(readAt).Round(time.Millisecond)))
 	}
 	if scenario == "wheel" {
 		// Did the wheel hold them all before the due time?
@@ -343,9 +378,15 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	}
 	r.DueMs = due.UnixMilli()
 	werr := col.wait(ctx, due.Add(2*time.Minute), 15*time.Second)
+	if cpu1, ok := rp.cpuSeconds(); ok && cpuOK {
+		r.RelayCPUSeconds = cpu1 - cpu0
+	}
 	b.relayStats(r, rp)
 	recs, dups, bad := col.finish(500 * time.Millisecond)
 	r.fill(recs, dups, bad)
+	if scenario == "direct" && r.ViaWheel > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: %d records were read ahead into the wheel: not a clean level-path burst", r.ViaWheel))
+	}
 	return r, werr
 }
 
@@ -369,9 +410,10 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		r.DeadLettered = int(m["kdelay_records_dead_lettered_total"])
 		r.Cascaded = int(m["kdelay_records_cascaded_total"])
 		r.RelayHeapInuse = int64(m["go_memstats_heap_inuse_bytes"])
-		r.RelayCPUSeconds = m["process_cpu_seconds_total"]
+		r.RelayCPUTotalSeconds = m["process_cpu_seconds_total"]
 		r.RelaySendLateShare = lateShare(m, "kdelay_send_lateness_seconds")
 		r.RelayAckLateShare = lateShare(m, "kdelay_lateness_seconds")
+		r.Breakdown = relayBreakdown(m)
 		r.TxnCommitted = int(m[`kdelay_transactions_total{outcome="committed"}`])
 		r.TxnAborted = int(m[`kdelay_transactions_total{outcome="aborted"}`])
 		if r.mode() == exactlyOnce && r.TxnCommitted == 0 {

@@ -91,6 +91,18 @@ func (r *result) attributePauses(pauses []brokerPause) {
 		}
 	}
 	r.BrokerPauses = s
+	if bd := r.Breakdown; bd != nil {
+		bd.NearBrokerGC = 0
+		for _, w := range r.lateAll {
+			start := r.DueMs + w.StartMs
+			for _, p := range pauses {
+				if p.EndMs >= start && p.EndMs < start+pauseReach {
+					bd.NearBrokerGC += w.Late
+					break
+				}
+			}
+		}
+	}
 	for i := range r.LateWindows {
 		w := &r.LateWindows[i]
 		start := r.DueMs + w.StartMs

@@ -14,8 +14,13 @@
 //   - pipelined: the same pipe as the relay runs it, without the
 //     scheduling: produces overlap the next poll, what is acked is
 //     committed every 100 ms;
-//   - level: kdelay's level path, a burst of records that all come due
-//     together at a level's own delay (kdelay-level 1);
+//   - direct: kdelay's level path as designed, a burst of records that
+//     all come due together at a level's own delay (kdelay-level 1), read
+//     at their level time: their partitions paused until then, no
+//     read-ahead (the relay's wheel horizon at its smallest, 100 ms, and
+//     the burst due 5 s, the relay's read-ahead, after its produce);
+//   - level: the same burst due soon after its produce, so that the relay
+//     reads it ahead into the wheel before it is due;
 //   - wheel: kdelay's wheel path, a burst of records with arbitrary delays
 //     (kdelay-deliver-at) that wait in the wheel and come due together;
 //   - duerate: lateness while records come due at a steady rate (10k/s
@@ -49,8 +54,12 @@
 // goal is checked on the median of the N runs, and each run's value and
 // their range are printed too; throughput ratios are taken per round (each
 // burst against the ceiling, or the at-least-once run, of its own round).
-// The relay's CPU per record is its process's CPU time over the run's
-// records (--relay exec only: in process its CPU is not its own).
+// The relay's CPU per record is its process's CPU time from just before
+// the run's first produce to its last delivery (process_cpu_seconds_total
+// scraped then), over the run's records: the end-to-end cost, without the
+// process's start and group join (--relay exec only: in process its CPU is
+// not its own). The first record of a burst: its lateness after the
+// burst's common due time.
 //
 // Results go to --out (default bench-out/): results.json, results.md and
 // lateness-cdf.svg. See docs/benchmarks.md.
@@ -125,7 +134,7 @@ type options struct {
 	stdout          io.Writer
 }
 
-var allScenarios = []string{"ceiling", "serial", "pipelined", "level", "wheel", "duerate", "shape", "recovery"}
+var allScenarios = []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel", "duerate", "shape", "recovery"}
 
 func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kdelay-bench", flag.ContinueOnError)

@@ -25,7 +25,7 @@ func TestQuick(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false",
-		"--scenarios", "ceiling,serial,pipelined,level,wheel,duerate,recovery", "--delivery", "at-least-once,exactly-once",
+		"--scenarios", "ceiling,serial,pipelined,direct,level,wheel,duerate,recovery", "--delivery", "at-least-once,exactly-once",
 		"--records", "1000", "--recovery-records", "3000", "--recovery-lead", "3s", "--due-rate", "500", "--due-seconds", "2"}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -65,12 +65,12 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s: delivered %d of %d", r.name(), r.Delivered, r.Records)
 		}
 	}
-	for _, s := range []string{"ceiling", "serial", "pipelined", "level", "wheel", "duerate", "recovery"} {
+	for _, s := range []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel", "duerate", "recovery"} {
 		if got[s+" "+atLeastOnce] == nil {
 			t.Errorf("no result for %s", s)
 		}
 	}
-	for _, s := range []string{"level", "wheel", "duerate"} {
+	for _, s := range []string{"direct", "level", "wheel", "duerate"} {
 		if got[s+" "+exactlyOnce] == nil {
 			t.Errorf("no exactly-once result for %s", s)
 		}
@@ -78,6 +78,16 @@ func TestQuick(t *testing.T) {
 	for _, mode := range []string{atLeastOnce, exactlyOnce} {
 		if w := got["wheel "+mode]; w != nil && w.ViaWheel != w.Records {
 			t.Errorf("wheel %s: %d of %d forwarded via the wheel", mode, w.ViaWheel, w.Records)
+		}
+		// The level path read at its level time: nothing read ahead.
+		if d := got["direct "+mode]; d != nil && (d.Direct != d.Records || d.ViaWheel != 0) {
+			t.Errorf("direct %s: %d direct, %d via the wheel, of %d", mode, d.Direct, d.ViaWheel, d.Records)
+		}
+		// Every burst reports its first record's lateness.
+		for _, s := range []string{"direct", "level", "wheel"} {
+			if r := got[s+" "+mode]; r != nil && r.FirstLatenessMs == nil {
+				t.Errorf("%s %s: no first-record lateness", s, mode)
+			}
 		}
 	}
 	if rc := got["recovery "+atLeastOnce]; rc != nil && (rc.Recovery == nil || rc.Recovery.PendingAtStop != 3000 || rc.Delivered == 0) {

@@ -286,6 +286,18 @@ func (p *relayProc) metrics() (map[string]float64, error) {
 	return parseMetrics(resp.Body)
 }
 
+// cpuSeconds is the relay's process_cpu_seconds_total (user and system,
+// every thread, since its start); ok is false without it (in process: the
+// relay's registry has no process collector, its CPU is not its own).
+func (p *relayProc) cpuSeconds() (float64, bool) {
+	m, err := p.metrics()
+	if err != nil {
+		return 0, false
+	}
+	v, ok := m["process_cpu_seconds_total"]
+	return v, ok
+}
+
 func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := make(map[string]float64)
 	sc := bufio.NewScanner(r)

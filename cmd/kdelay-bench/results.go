@@ -61,10 +61,14 @@ type result struct {
 	// at-least-once run of the same path, size and round.
 	RatioToALO float64 `json:"ratio_to_at_least_once,omitempty"`
 	// CompletionMs is the last delivery minus the first due time.
-	CompletionMs   float64 `json:"completion_ms,omitempty"`
-	ProduceSeconds float64 `json:"produce_seconds"`
-	WallSeconds    float64 `json:"wall_seconds"`
-	DueMs          int64   `json:"first_due_unix_ms,omitempty"`
+	CompletionMs float64 `json:"completion_ms,omitempty"`
+	// FirstLatenessMs is the lateness of the first record delivered (the
+	// earliest target timestamp): in a burst, how long after the common
+	// due time the first record was out. nil: no record with a due time.
+	FirstLatenessMs *float64 `json:"first_lateness_ms,omitempty"`
+	ProduceSeconds  float64  `json:"produce_seconds"`
+	WallSeconds     float64  `json:"wall_seconds"`
+	DueMs           int64    `json:"first_due_unix_ms,omitempty"`
 	// ProduceRate is Records over ProduceSeconds. LeadMs is the first due
 	// time minus the end of the produce (negative: the load was still being
 	// produced when records came due); AckedAfterDue counts records whose
@@ -98,10 +102,17 @@ type result struct {
 	// pages (the wheel's memory-mapped segments).
 	RelayPeakAnon int64 `json:"relay_peak_rss_anon_bytes,omitempty"`
 	RelayPeakFile int64 `json:"relay_peak_rss_file_bytes,omitempty"`
-	// RelayCPUSeconds is the relay's process_cpu_seconds_total at the end
-	// of the run (user and system, every thread, from its start: the read
-	// and the hand-over included). Steadier than rec/s on a shared machine.
+	// RelayCPUSeconds is the CPU time the relay process spent on the run's
+	// records, end to end: its process_cpu_seconds_total (user and system,
+	// every thread) scraped just before the first record is produced and
+	// again once the last one was delivered, so reading, deciding, the
+	// wheel, producing and committing are in it, and the process's start
+	// and group join are not. 0: not measured (the relay in process, the
+	// recovery scenario). Steadier than rec/s on a shared machine.
 	RelayCPUSeconds float64 `json:"relay_cpu_seconds,omitempty"`
+	// RelayCPUTotalSeconds is process_cpu_seconds_total at the end of the
+	// run: from the process's start.
+	RelayCPUTotalSeconds float64 `json:"relay_cpu_total_seconds,omitempty"`
 	// RelayHeapInuse is the relay's go_memstats_heap_inuse_bytes at the end.
 	RelayHeapInuse int64 `json:"relay_heap_inuse_bytes_at_end,omitempty"`
 
@@ -130,6 +141,11 @@ type result struct {
 	// BrokerPauses is what the broker's JVM paused for GC between the
 	// first due time and the last delivery (--broker-gc-log).
 	BrokerPauses *pauseSummary `json:"broker_gc_pauses,omitempty"`
+	// Breakdown says where the lateness lies: the relay's send, the
+	// produce round trip, the broker's GC (breakdown.go).
+	Breakdown *breakdown `json:"lateness_breakdown,omitempty"`
+	// lateAll is every late window (fill), for attributePauses.
+	lateAll []lateWindow
 }
 
 // lateWindowMs is the lateness from which a record counts in LateWindows:
@@ -233,10 +249,17 @@ func (r *result) fill(recs []delivery, dups, bad int) {
 	}
 	first, last := recs[0].tsMs, recs[0].tsMs
 	var late, arr []float64
+	var firstLate *float64
+	firstTs := int64(math.MaxInt64)
 	for _, d := range recs {
 		first, last = min(first, d.tsMs), max(last, d.tsMs)
 		if d.dueMs < 0 {
 			continue
+		}
+		if d.tsMs < firstTs {
+			firstTs = d.tsMs
+			v := float64(d.tsMs - d.dueMs)
+			firstLate = &v
 		}
 		l := float64(d.tsMs - d.dueMs)
 		if l < 0 {
@@ -256,12 +279,17 @@ func (r *result) fill(recs []delivery, dups, bad int) {
 	r.CDF = cdfPoints(late)
 	r.Lateness = summarize(late)
 	r.ArrivalLateness = summarize(arr)
+	r.FirstLatenessMs = firstLate
 	if r.DueMs > 0 {
-		r.LateWindows = lateWindows(recs, r.DueMs, 5)
+		r.lateAll = lateWindows(recs, r.DueMs, math.MaxInt)
+		r.LateWindows = r.lateAll[:min(5, len(r.lateAll))]
 	}
 	if n := len(late); n > 0 {
 		over := n - sort.SearchFloat64s(late, lateWindowMs+0.5) // whole ms: later than lateWindowMs
 		r.LateShare = float64(over) / float64(n)
+		if r.Breakdown != nil {
+			r.Breakdown.Late = over
+		}
 	}
 }
 
@@ -330,7 +358,7 @@ func rateName(n int) string {
 }
 
 // burstScenarios are the runs taken as a ratio to the ceiling.
-var burstScenarios = []string{"serial", "pipelined", "level", "wheel"}
+var burstScenarios = []string{"serial", "pipelined", "direct", "level", "wheel"}
 
 // pairRatios sets each complete burst's ratio to the ceiling of its size
 // and round, and each complete exactly-once run's ratio to the
@@ -380,6 +408,7 @@ type repRow struct {
 	n, failed                 int
 	rate, ratio, ratioALO     []float64
 	cpu                       []float64 // relay CPU µs per record
+	first                     []float64 // lateness of the first record delivered (bursts)
 	p50, p99, p999, max, cp99 []float64
 	early, dups               int
 }
@@ -410,6 +439,9 @@ func repetitions(res *results) []repRow {
 		}
 		if c := cpuPerRecord(r); c > 0 {
 			row.cpu = append(row.cpu, c)
+		}
+		if f, ok := firstLate(r); ok {
+			row.first = append(row.first, f)
 		}
 		if r.RatioToALO > 0 {
 			row.ratioALO = append(row.ratioALO, r.RatioToALO)
@@ -457,6 +489,9 @@ func (r *result) summary() string {
 	if r.Duplicates > 0 {
 		fmt.Fprintf(&sb, ", %d duplicates", r.Duplicates)
 	}
+	if f, ok := firstLate(r); ok {
+		fmt.Fprintf(&sb, ", first record %s after its due time", ms(f))
+	}
 	if c := cpuPerRecord(r); c > 0 {
 		fmt.Fprintf(&sb, ", relay CPU %.2f µs/record", c)
 	}
@@ -484,6 +519,9 @@ func (r *result) summary() string {
 	}
 	if p := r.BrokerPauses; p != nil {
 		fmt.Fprintf(&sb, "\n   broker GC from the first due time to the last delivery: %d pauses, %s in all, longest %s", p.Count, ms(p.TotalMs), ms(p.MaxMs))
+	}
+	if l := r.breakdownLine(); l != "" {
+		fmt.Fprintf(&sb, "\n   %s", l)
 	}
 	if rc := r.Recovery; rc != nil {
 		fmt.Fprintf(&sb, "\n   recovery: %d pending at stop, restart -> first delivery %s, restart -> ready %.2fs, VmRSS with pending %s",
@@ -543,8 +581,26 @@ func mb(b int64) string {
 	return fmt.Sprintf("%.0f MB", float64(b)/(1<<20))
 }
 
+// firstLate is the lateness of the first record of a burst (direct, level,
+// wheel: every record due at once) in ms; ok is false for other runs.
+func firstLate(r *result) (float64, bool) {
+	if r.FirstLatenessMs == nil || (r.Scenario != "direct" && r.Scenario != "level" && r.Scenario != "wheel") {
+		return 0, false
+	}
+	return *r.FirstLatenessMs, true
+}
+
+// firstCell is firstLate for the tables ("-" without a figure).
+func firstCell(r *result) string {
+	if f, ok := firstLate(r); ok {
+		return ms(f)
+	}
+	return "-"
+}
+
 // cpuPerRecord is the relay's CPU time per record of the run, in
-// microseconds; 0 without a figure (the relay in process: its CPU is not
+// microseconds, end to end (RelayCPUSeconds: from the first produce to the
+// last delivery); 0 without a figure (the relay in process: its CPU is not
 // its own).
 func cpuPerRecord(r *result) float64 {
 	if r.RelayCPUSeconds == 0 || r.Records == 0 {
@@ -581,8 +637,8 @@ func markdown(res *results) string {
 		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay CPU µs/record | relay peak RSS (anon + file) |\n")
-	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay CPU µs/record | relay peak RSS (anon + file) |\n")
+	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
 		ratio, ratioALO := "-", "-"
 		if r.RatioToCeiling > 0 {
@@ -610,13 +666,13 @@ func markdown(res *results) string {
 		if r.Err != "" {
 			name += " (FAILED)"
 		}
-		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
-			name, r.Delivered, r.Records, rate, ratio, ratioALO, p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, cpuCell(r), rssCell(r))
+		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
+			name, r.Delivered, r.Records, rate, ratio, ratioALO, firstCell(r), p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, cpuCell(r), rssCell(r))
 	}
 	if rows := repetitions(res); len(rows) > 0 {
 		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the ceiling (or the at-least-once run) of its own round.\n\n")
-		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | relay CPU µs/record | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
-		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---|---:|---:|\n")
+		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | relay CPU µs/record | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
+		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---|---|---:|---:|\n")
 		for _, m := range rows {
 			runs := strconv.Itoa(m.n)
 			if m.failed > 0 {
@@ -626,8 +682,8 @@ func markdown(res *results) string {
 			if strings.HasPrefix(m.name, "duerate") {
 				rate = "-"
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
-				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt), spread(m.cpu, usFmt),
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
+				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt), spread(m.cpu, usFmt), spread(m.first, ms),
 				spread(m.p50, ms), spread(m.p99, ms), spread(m.p999, ms), spread(m.max, ms), spread(m.cp99, ms), m.early, m.dups)
 		}
 	}
@@ -636,6 +692,15 @@ func markdown(res *results) string {
 		if r.Scenario == "duerate" && r.ProduceRate > 0 {
 			loads = append(loads, fmt.Sprintf("- %s: %s", r.name(), r.loadLine()))
 		}
+	}
+	var bds []string
+	for _, r := range res.Results {
+		if l := r.breakdownLine(); l != "" {
+			bds = append(bds, fmt.Sprintf("- %s: %s", r.name(), l))
+		}
+	}
+	if len(bds) > 0 {
+		fmt.Fprintf(&sb, "\nWhere the lateness lies, for the runs whose p99 is above %dms (relay send: due time to the relay's produce call; ack: to the produce's ack, the rest is the produce round trip; broker GC: late records due in a 100 ms window in which a broker GC pause ended):\n\n%s\n", lateWindowMs, strings.Join(bds, "\n"))
 	}
 	if len(loads) > 0 {
 		fmt.Fprintf(&sb, "\nDue-rate loads (paced: each record produced --due-delay before its due time, at the due rate; preload: all produced before the first due time):\n\n%s\n", strings.Join(loads, "\n"))
@@ -651,7 +716,7 @@ func markdown(res *results) string {
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}
-	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. Relay CPU: the relay process's CPU time (every thread, user and system) from its start to the end of the run, per record of the run.\n")
+	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. First record late: in a burst (direct, level, wheel: every record due at once), the first delivery's lateness. Relay CPU: the relay process's CPU time (process_cpu_seconds_total: every thread, user and system) from just before the run's first produce to its last delivery, per record of the run: the end-to-end cost, without the process's start and group join.\n")
 	return sb.String()
 }
 

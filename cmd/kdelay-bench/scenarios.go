@@ -52,6 +52,7 @@ func (b *bench) dueRate(ctx context.Context, rate int, mode string, rep int) (*r
 	if err != nil {
 		return r, err
 	}
+	cpu0, cpuOK := rp.cpuSeconds()
 	start := time.Now()
 	paced := b.o.dueLoad == "paced"
 	t0 := start.Add(b.lead(n, 100) + b.o.margin)
@@ -79,6 +80,9 @@ func (b *bench) dueRate(ctx context.Context, rate int, mode string, rep int) (*r
 	}
 	r.DueMs = t0.UnixMilli()
 	werr := col.wait(ctx, t0.Add(time.Duration(secs)*time.Second+2*time.Minute), 15*time.Second)
+	if cpu1, ok := rp.cpuSeconds(); ok && cpuOK {
+		r.RelayCPUSeconds = cpu1 - cpu0
+	}
 	b.relayStats(r, rp)
 	recs, dups, bad := col.finish(500 * time.Millisecond)
 	r.fill(recs, dups, bad)
@@ -110,6 +114,7 @@ func (b *bench) shape(ctx context.Context, size int, mode string) (*result, erro
 	if err != nil {
 		return r, err
 	}
+	cpu0, cpuOK := rp.cpuSeconds()
 	start := time.Now()
 	t0 := start.Add(b.lead(n, size) + b.o.margin)
 	half := max(n/2, 1)
@@ -132,6 +137,9 @@ func (b *bench) shape(ctx context.Context, size int, mode string) (*result, erro
 	}
 	r.DueMs = t0.UnixMilli()
 	werr := col.wait(ctx, t0.Add(spread+2*time.Minute), 15*time.Second)
+	if cpu1, ok := rp.cpuSeconds(); ok && cpuOK {
+		r.RelayCPUSeconds = cpu1 - cpu0
+	}
 	b.relayStats(r, rp)
 	recs, dups, bad := col.finish(500 * time.Millisecond)
 	r.fill(recs, dups, bad)
