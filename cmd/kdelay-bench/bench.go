@@ -137,9 +137,9 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 	res := b.results
 	res.LoadBefore = loadAvg()
 	var errs []error
-	step := func(name string, fn func() (*result, error)) {
+	step := func(name string, fn func() (*result, error)) *result {
 		if !b.o.scenarios[name] || ctx.Err() != nil {
-			return
+			return nil
 		}
 		t0 := time.Now()
 		r, err := fn()
@@ -165,6 +165,10 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 		} else if err != nil {
 			fmt.Fprintln(b.o.stderr, "error:", err)
 		}
+		if err != nil {
+			return nil
+		}
+		return r
 	}
 	for rep := range b.o.repeat {
 		modes := roundModes(b.o.deliveries, rep)
@@ -182,6 +186,13 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 			for _, mode := range modes {
 				step("duerate", func() (*result, error) { return b.dueRate(ctx, rate, mode, rep) })
 			}
+		}
+	}
+	if b.o.scenarios["sustained"] {
+		for _, relays := range b.o.sustainedRelays {
+			searchSustained(b.o.sustainedRates, b.o.sustainedRefine, func(rate int) *result {
+				return step("sustained", func() (*result, error) { return b.sustainedStep(ctx, rate, relays) })
+			})
 		}
 	}
 	first := b.o.deliveries[0]
@@ -391,12 +402,45 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 }
 
 // relayStats reads the relay's path counters and its peak RSS.
-func (b *bench) relayStats(r *result, rp *relayProc) {
+func (b *bench) relayStats(r *result, rp *relayProc) { b.groupStats(r, []*relayProc{rp}) }
+
+// groupMetrics scrapes every relay of rps and sums their samples.
+func groupMetrics(rps []*relayProc) (map[string]float64, error) {
+	sum := make(map[string]float64)
+	for _, rp := range rps {
+		m, err := rp.metrics()
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range m {
+			sum[k] += v
+		}
+	}
+	return sum, nil
+}
+
+// groupCPU is the sum of the relays' process_cpu_seconds_total; ok is
+// false when one has none (in process).
+func groupCPU(rps []*relayProc) (float64, bool) {
+	var sum float64
+	for _, rp := range rps {
+		v, ok := rp.cpuSeconds()
+		if !ok {
+			return 0, false
+		}
+		sum += v
+	}
+	return sum, true
+}
+
+// groupStats reads the path counters of the relays of one group (summed)
+// and their largest peak RSS.
+func (b *bench) groupStats(r *result, rps []*relayProc) {
 	// The relay counts a forward after its acks, so the collector can see a
 	// record before the counter moves: wait (briefly) for the counters.
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		m, err := rp.metrics()
+		m, err := groupMetrics(rps)
 		if err != nil {
 			break
 		}
@@ -421,9 +465,11 @@ func (b *bench) relayStats(r *result, rp *relayProc) {
 		}
 		break
 	}
-	r.RelayPeakRSS = rp.peakRSS()
-	r.RelayPeakAnon = rp.peakAnon.Load()
-	r.RelayPeakFile = rp.peakFile.Load()
+	for _, rp := range rps {
+		r.RelayPeakRSS = max(r.RelayPeakRSS, rp.peakRSS())
+		r.RelayPeakAnon = max(r.RelayPeakAnon, rp.peakAnon.Load())
+		r.RelayPeakFile = max(r.RelayPeakFile, rp.peakFile.Load())
+	}
 }
 
 // lateShare is the fraction of the samples of the relay's histogram name

@@ -30,7 +30,11 @@
 //   - shape: the mixed load shape (half the records spread over
 //     20 s, half due within one second);
 //   - recovery: restart of the relay with 1M records pending in the wheel:
-//     time from the restart to the first delivery, RSS with 1M pending.
+//     time from the restart to the first delivery, RSS with 1M pending;
+//   - sustained (only when named): the highest due rate one relay, and a
+//     group of 2 and 4 relays on the same broker, hold for
+//     --sustained-seconds with the arrival lateness p99 at most 100 ms,
+//     searched over --sustained-rates (a paced load).
 //
 // The relay runs as a child process (`kdelay run`, built from this module)
 // so that its peak RSS (VmHWM) is its own, or in-process with --relay
@@ -101,50 +105,59 @@ func main() {
 
 // options are the command line.
 type options struct {
-	brokers         string
-	records         int
-	sizes           []int
-	scenarios       map[string]bool
-	quick           bool
-	out             string
-	relayMode       string // exec | inproc
-	kdelayBin       string
-	partitions      int // k: partitions per level, of the baseline source and of the targets
-	maxBatch        int
-	recoveryRecords int
-	repeat          int
-	recoveryLead    time.Duration
-	dueRates        []int
-	dueSeconds      int
-	dueLoad         string        // paced | preload
-	dueDelay        time.Duration // paced: each record's delay
-	shapeRecords    map[int]int   // size -> records of the §8 shape
-	shapeSpread     time.Duration
-	margin          time.Duration // extra lead before the first due time
-	watch           time.Duration // how long deliveries are watched after the restart
-	cpuProfile      string
-	traceFile       string
-	brokerGCLog     string
-	memProfile      string
-	progress        bool
-	wheelSync       string
-	deliveries      []string // relay delivery modes, in the order of the first round
-	replot          string
-	stderr          io.Writer
-	stdout          io.Writer
+	brokers          string
+	records          int
+	sizes            []int
+	scenarios        map[string]bool
+	quick            bool
+	out              string
+	relayMode        string // exec | inproc
+	kdelayBin        string
+	partitions       int // k: partitions per level, of the baseline source and of the targets
+	maxBatch         int
+	recoveryRecords  int
+	repeat           int
+	recoveryLead     time.Duration
+	dueRates         []int
+	dueSeconds       int
+	dueLoad          string        // paced | preload
+	dueDelay         time.Duration // paced: each record's delay
+	sustainedRelays  []int
+	sustainedRates   []int
+	sustainedSeconds int
+	sustainedRefine  int
+	sustainedDrain   time.Duration // how long after the last due time a step's records may still arrive
+	shapeRecords     map[int]int   // size -> records of the §8 shape
+	shapeSpread      time.Duration
+	margin           time.Duration // extra lead before the first due time
+	watch            time.Duration // how long deliveries are watched after the restart
+	cpuProfile       string
+	traceFile        string
+	brokerGCLog      string
+	memProfile       string
+	progress         bool
+	wheelSync        string
+	deliveries       []string // relay delivery modes, in the order of the first round
+	replot           string
+	stderr           io.Writer
+	stdout           io.Writer
 }
 
-var allScenarios = []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel", "duerate", "shape", "recovery"}
+var allScenarios = []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel", "duerate", "shape", "recovery", "sustained"}
+
+// defaultScenarios are what runs without --scenarios: all but sustained
+// (a search of many steps, minutes per relay count).
+var defaultScenarios = allScenarios[:len(allScenarios)-1]
 
 func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("kdelay-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{stdout: stdout, stderr: stderr}
-	var sizes, scen, dueRates, deliveries string
+	var sizes, scen, dueRates, deliveries, susRelays, susRates string
 	fs.StringVar(&o.brokers, "brokers", "", "seed brokers (comma list); default: an in-process kfake cluster (quick runs only: publish real-broker figures)")
 	fs.IntVar(&o.records, "records", 200_000, "records per throughput run (ceiling, serial, pipelined, level, wheel)")
 	fs.StringVar(&sizes, "size", "100,1024", "record value sizes in bytes, comma list")
-	fs.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma list of "+strings.Join(allScenarios, ", "))
+	fs.StringVar(&scen, "scenarios", strings.Join(defaultScenarios, ","), "scenarios to run, comma list of "+strings.Join(allScenarios, ", ")+" (sustained only when named)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: small counts, finishes in under a minute")
 	fs.StringVar(&o.out, "out", "bench-out", "output directory (results.json, results.md, lateness-cdf.svg, relay logs)")
 	fs.StringVar(&o.relayMode, "relay", "exec", "exec: the relay as a child process (`kdelay run`, RSS measured); inproc: in this process (tests, --cpuprofile)")
@@ -158,6 +171,10 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.dueSeconds, "due-seconds", 20, "seconds of the duerate scenario")
 	fs.StringVar(&o.dueLoad, "due-load", "preload", "duerate load: preload (every record produced before the first due time, as fast as the broker takes them; the figures of docs/benchmarks.md) or paced (each record produced --due-delay before its due time, at the due rate: a steady state)")
 	fs.DurationVar(&o.dueDelay, "due-delay", 12*time.Second, "paced duerate load: each record's delay (12s: read at level 10s, then 2s in the wheel)")
+	fs.StringVar(&susRelays, "sustained-relays", "1,2,4", "sustained: relay counts, comma list; each searches the highest due rate its group of relays holds")
+	fs.StringVar(&susRates, "sustained-rates", "10000,20000,40000,80000,160000", "sustained: due rates tried in order until one is not held (arrival p99 > 100ms, records missing, or the load fell short); then --sustained-refine halvings (quick: 300,600)")
+	fs.IntVar(&o.sustainedSeconds, "sustained-seconds", 12, "sustained: seconds each due rate is held (quick: 2)")
+	fs.IntVar(&o.sustainedRefine, "sustained-refine", 2, "sustained: halvings between the last rate held and the first not held")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
 	fs.StringVar(&o.brokerGCLog, "broker-gc-log", "", "the broker's JVM GC log (-Xlog:gc with time stamps; .ci/kafka.sh writes gc.log in its state directory): each run reports the broker's GC pauses while records came due, and which late windows one of them ends in")
 	fs.StringVar(&o.traceFile, "trace", "", "write a runtime execution trace of this process (with --relay inproc: the relay's loop, for `go tool trace`: where a late record waited)")
@@ -186,6 +203,19 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	if o.deliveries, err = parseModes(deliveries); err != nil {
 		return nil, err
 	}
+	if o.sustainedRelays, err = parseInts("sustained-relays", susRelays); err != nil {
+		return nil, err
+	}
+	if o.sustainedRates, err = parseInts("sustained-rates", susRates); err != nil {
+		return nil, err
+	}
+	if !slices.IsSorted(o.sustainedRates) {
+		return nil, fmt.Errorf("invalid --sustained-rates %q: ascending", susRates)
+	}
+	if o.sustainedSeconds < 1 || o.sustainedRefine < 0 {
+		return nil, fmt.Errorf("invalid --sustained-seconds %d or --sustained-refine %d", o.sustainedSeconds, o.sustainedRefine)
+	}
+	o.sustainedDrain = 30 * time.Second
 	o.scenarios = make(map[string]bool)
 	for _, s := range strings.Split(scen, ",") {
 		s = strings.TrimSpace(s)
@@ -247,6 +277,13 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 		if !set("size") {
 			o.sizes = []int{100}
 		}
+		if !set("sustained-rates") {
+			o.sustainedRates = []int{300, 600}
+		}
+		if !set("sustained-seconds") {
+			o.sustainedSeconds = 2
+		}
+		o.sustainedDrain = 10 * time.Second
 		o.shapeRecords = map[int]int{100: 4000, 1024: 2000}
 		o.shapeSpread = 4 * time.Second
 		o.margin = 500 * time.Millisecond

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,9 @@ func TestQuick(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false",
-		"--scenarios", "ceiling,serial,pipelined,direct,level,wheel,duerate,recovery", "--delivery", "at-least-once,exactly-once",
-		"--records", "1000", "--recovery-records", "3000", "--recovery-lead", "3s", "--due-rate", "500", "--due-seconds", "2"}
+		"--scenarios", "ceiling,serial,pipelined,direct,level,wheel,duerate,recovery,sustained", "--delivery", "at-least-once,exactly-once",
+		"--records", "1000", "--recovery-records", "3000", "--recovery-lead", "3s", "--due-rate", "500", "--due-seconds", "2",
+		"--sustained-relays", "1,2", "--sustained-rates", "300", "--sustained-refine", "0"}
 	if err := run(ctx, args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -39,7 +41,14 @@ func TestQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]*result{}
+	var sustained []int // relay counts of the sustained steps
 	for _, r := range res.Results {
+		if r.Sustained != nil {
+			sustained = append(sustained, r.Sustained.Relays)
+			if r.DueRate != 300 || r.Sustained.OfferedRate == 0 {
+				t.Errorf("%s: %+v", r.name(), r.Sustained)
+			}
+		}
 		got[r.Scenario+" "+r.mode()] = r
 		if r.Err != "" {
 			t.Errorf("%s: %s", r.name(), r.Err)
@@ -65,7 +74,10 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s: delivered %d of %d", r.name(), r.Delivered, r.Records)
 		}
 	}
-	for _, s := range []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel", "duerate", "recovery"} {
+	if !slices.Equal(sustained, []int{1, 2}) {
+		t.Errorf("sustained steps for relay counts %v, want one each for 1, 2", sustained)
+	}
+	for _, s := range []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel", "duerate", "recovery", "sustained"} {
 		if got[s+" "+atLeastOnce] == nil {
 			t.Errorf("no result for %s", s)
 		}
@@ -99,7 +111,7 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	for _, want := range []string{"| level 100B |", "| level 100B exactly-once |", "### Goals: ", "| issue 12 | level 100B exactly-once | "} {
+	for _, want := range []string{"| level 100B |", "### Sustained due rate", "| 2 | ", "| level 100B exactly-once |", "### Goals: ", "| issue 12 | level 100B exactly-once | "} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
 		}

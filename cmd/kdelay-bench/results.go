@@ -120,8 +120,9 @@ type result struct {
 	BurstDrainRate    float64 `json:"burst_drain_rate_per_s,omitempty"`
 	BurstCompletionMs float64 `json:"burst_completion_ms,omitempty"`
 
-	Recovery *recovery `json:"recovery,omitempty"`
-	Notes    []string  `json:"notes,omitempty"`
+	Recovery  *recovery      `json:"recovery,omitempty"`
+	Sustained *sustainedInfo `json:"sustained,omitempty"`
+	Notes     []string       `json:"notes,omitempty"`
 
 	// CDF is the lateness CDF, downsampled: (lateness ms, fraction) points.
 	CDF [][2]float64 `json:"lateness_cdf,omitempty"`
@@ -333,6 +334,11 @@ func (r *result) group() string {
 		g = "duerate " + rateName(r.DueRate)
 	case "recovery":
 		g = "recovery"
+	case "sustained":
+		g = "sustained " + rateName(r.DueRate)
+		if r.Sustained != nil {
+			g += fmt.Sprintf(" x%d relays", r.Sustained.Relays)
+		}
 	default:
 		g = fmt.Sprintf("%s %s", r.Scenario, sizeName(r.Size))
 	}
@@ -504,6 +510,13 @@ func (r *result) summary() string {
 	if r.Scenario == "duerate" {
 		fmt.Fprintf(&sb, "\n   load: %s", r.loadLine())
 	}
+	if info := r.Sustained; info != nil {
+		if info.Held {
+			fmt.Fprintf(&sb, "\n   sustained: held by %d relay(s) (load offered at %.0f/s)", info.Relays, info.OfferedRate)
+		} else {
+			fmt.Fprintf(&sb, "\n   sustained: NOT held by %d relay(s): %s (load offered at %.0f/s)", info.Relays, info.Why, info.OfferedRate)
+		}
+	}
 	if len(r.LateWindows) > 0 {
 		sb.WriteString("\n   records later than " + strconv.Itoa(lateWindowMs) + "ms, by 100ms of due time after the first:")
 		for _, w := range r.LateWindows {
@@ -659,7 +672,7 @@ func markdown(res *results) string {
 			paths = fmt.Sprintf("%d / %d", r.ViaWheel, r.Direct)
 		}
 		rate := rateFmt(r.DrainRate)
-		if r.Scenario == "recovery" || r.Scenario == "duerate" || r.Scenario == "shape" {
+		if r.Scenario == "recovery" || r.Scenario == "duerate" || r.Scenario == "shape" || r.Scenario == "sustained" {
 			rate = "-"
 		}
 		name := r.name()
@@ -693,6 +706,7 @@ func markdown(res *results) string {
 			loads = append(loads, fmt.Sprintf("- %s: %s", r.name(), r.loadLine()))
 		}
 	}
+	sb.WriteString(sustainedMarkdown(res))
 	var bds []string
 	for _, r := range res.Results {
 		if l := r.breakdownLine(); l != "" {

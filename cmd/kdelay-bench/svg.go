@@ -24,7 +24,7 @@ func cdfSVG(res *results) string {
 	var series []*result
 	maxMs := 10.0
 	for _, r := range res.Results {
-		if len(r.CDF) > 0 && r.Rep <= 1 {
+		if len(r.CDF) > 0 && r.Rep <= 1 && r.Scenario != "sustained" { // the sustained steps: their table
 			series = append(series, r)
 			maxMs = max(maxMs, r.CDF[len(r.CDF)-1][0])
 		}
