@@ -119,7 +119,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		// heads: the failing records hold back their own partition only.
 		for len(ps.queue) > 0 && len(b) < room && !r.crowded(ps) {
 			rec := ps.queue[0]
-			if ps.catchingUp(rec.Offset) || ps.knownDone(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
+			if ps.led.catchingUp(rec.Offset) || ps.led.knownDone(rec.Offset) || rec.Attrs.IsControl() || (r.wheel != nil && r.wheel.Holds(ps.p, rec.Offset)) {
 				// Read again after a restart or a seek, but its outcome is
 				// already the wheel's; or a transaction marker.
 				ps.pop()
@@ -207,9 +207,8 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 		if bad[it.part] {
 			continue
 		}
-		if ps := r.parts[it.part]; ps.fired != nil && it.offset <= ps.catchUp && it.offset >= ps.next {
-			ps.fired[it.offset] = struct{}{} // to be read again: skip it then
-		}
+		ps := r.parts[it.part]
+		ps.led.firedAhead(it.offset, ps.next) // to be read again: skip it then
 		if c := r.cancelledItem(it, now); c != nil {
 			it = c
 		} else if nx := r.fireSeries(it, now); nx != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"math"
 	"strings"
 	"time"
 
@@ -113,28 +113,18 @@ func (r *Relay) commitOffsets() map[int32]commitReq { return r.commitOffsetsAll(
 func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 	out := make(map[int32]commitReq)
 	for p, ps := range r.parts {
-		if ps.handled < 0 {
-			continue
-		}
-		off := min(ps.handled+1, ps.lowestUnsettled(false))
+		lowWheel := int64(math.MaxInt64)
 		if r.wheel != nil {
-			if low, ok := r.wheel.LowestPending(p); ok && low < off {
-				off = low
+			if low, ok := r.wheel.LowestPending(p); ok {
+				lowWheel = low
 			}
 		}
-		end := ps.handled + 1
-		if ps.known.End > end {
-			// Still reading again what an earlier commit said is done
-			// (after a resync or an assignment): the rest of that set
-			// stays in this commit's, or a later resync would forget it
-			// and forward those records again.
-			end = ps.known.End
-		}
-		if !all && off <= ps.commit && end <= ps.commitEnd && ps.settled == ps.committedAt {
+		off, end, ok := ps.led.point(ps.lowestUnsettled(false), lowWheel, all)
+		if !ok {
 			continue
 		}
 		md, done := r.metadata(p, ps, off, end)
-		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: md, done: done, settled: ps.settled}
+		out[p] = commitReq{at: kgo.EpochOffset{Epoch: -1, Offset: off}, end: end, meta: md, done: done, settled: ps.led.settled}
 	}
 	return out
 }
@@ -143,43 +133,29 @@ func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 // the done set of [off, end) when it fits.
 func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offsetmap.Set) {
 	md := metaPrefix + r.bind.Levels
-	if end <= off+1 {
-		return md, offsetmap.Set{} // nothing done above the commit
-	}
-	if end-off > offsetmap.MaxSpan {
-		r.m.metaOverflow.Inc()
-		return md, offsetmap.Set{}
-	}
 	var open []int64
-	overflow := false
-	if r.wheel != nil {
-		r.wheel.EachPending(p, off, end-1, func(o int64) bool {
-			open = append(open, o)
-			overflow = len(open) > maxOpen
-			return !overflow
-		})
-	}
-	for _, l := range [][]*item{ps.retries, ps.flight} {
-		for _, it := range l {
-			if it.offset >= off && it.offset < end {
-				open = append(open, it.offset)
+	if end > off+1 && end-off <= offsetmap.MaxSpan {
+		if r.wheel != nil {
+			r.wheel.EachPending(p, off, end-1, func(o int64) bool {
+				open = append(open, o)
+				return len(open) <= maxOpen
+			})
+		}
+		for _, l := range [][]*item{ps.retries, ps.flight} {
+			for _, it := range l {
+				if it.offset >= off && it.offset < end {
+					open = append(open, it.offset)
+				}
 			}
 		}
 	}
-	// Above the handled watermark, up to end: not read again yet since a
-	// resync, done or not as the set read back says (commitOffsetsAll).
-	for _, o := range ps.known.Open {
-		if o > ps.handled && o >= off && o < end {
-			open = append(open, o)
+	set, ok, over := ps.led.doneAbove(off, end, open)
+	if !ok {
+		if over {
+			r.m.metaOverflow.Inc()
 		}
-	}
-	if overflow || len(open) > maxOpen {
-		r.m.metaOverflow.Inc()
 		return md, offsetmap.Set{}
 	}
-	slices.Sort(open)
-	open = slices.Compact(open)
-	set := offsetmap.Set{Base: off, End: end, Open: open}
 	enc, err := offsetmap.Encode(set, r.metaLimit-len(md)-len(metaDone))
 	if err != nil {
 		if !errors.Is(err, offsetmap.ErrTooLarge) {
@@ -273,10 +249,7 @@ func (r *Relay) committed(reqs map[int32]commitReq, only map[int32]bool) {
 			continue
 		}
 		if ps := r.parts[p]; ps != nil {
-			ps.commit = max(ps.commit, c.at.Offset)
-			ps.commitEnd = max(ps.commitEnd, c.end)
-			ps.committedAt = max(ps.committedAt, c.settled)
-			ps.doneSet = c.done
+			ps.led.committed(c.at.Offset, c.end, c.settled, c.done)
 		}
 	}
 }

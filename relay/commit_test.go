@@ -101,12 +101,13 @@ func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
 	r := &Relay{parts: map[int32]*partState{}, metaLimit: DefaultMetadataLimit, m: m}
 	// Committed at 1; done above it: [1,19) except 3 and 12 (in a wheel).
 	known := offsetmap.Set{Base: 1, End: 19, Open: []int64{3, 12}}
-	ps := &partState{p: 1, level: 2, commit: 1, commitEnd: 19, doneSet: known, known: known, catchUp: -1}
+	ps := &partState{p: 1, level: 2, led: newLedger()}
+	ps.led.takeUp(1, known)
 	// Read again up to 8: 3 went back into the retries (still open), the
 	// others were skipped as done.
-	ps.handled = 8
+	ps.led.handled = 8
 	ps.retries = []*item{{part: 1, offset: 3}}
-	ps.settled = 1
+	ps.led.settled = 1
 	r.parts[1] = ps
 	reqs := r.commitOffsetsAll(false)
 	c, ok := reqs[1]
@@ -144,7 +145,8 @@ func TestSettleDuringCommitIsCommitted(t *testing.T) {
 	r := &Relay{parts: map[int32]*partState{}, metaLimit: DefaultMetadataLimit, m: m, now: func() time.Time { return now }}
 	// Read up to 8: 3 is being retried (it holds the commit at 3), 5 is
 	// in flight, the others are done.
-	ps := &partState{p: 1, level: 2, commit: -1, commitEnd: -1, handled: 8, catchUp: -1, settled: 1}
+	ps := &partState{p: 1, level: 2, led: newLedger()}
+	ps.led.handled, ps.led.commitEnd, ps.led.settled = 8, -1, 1
 	ps.retries = []*item{{part: 1, offset: 3, kind: kForward, level: 2, nextTry: now.Add(time.Hour)}}
 	five := &item{part: 1, offset: 5, kind: kForward, level: 2}
 	ps.flight = []*item{five}

@@ -10,15 +10,8 @@ func (r *Relay) resyncPartition(ps *partState) {
 	}
 	ps.clearQueue()
 	ps.retries, ps.flight = nil, nil // what lands late is read again
-	ps.catchUp, ps.fired = -1, nil
-	ps.handled, ps.next = ps.commit-1, max(ps.commit, 0)
-	r.resync[ps.p] = max(ps.commit, 0)
-	// What the last commit said is done above it stays done: read again,
-	// it is skipped (a duplicate otherwise; in exactly-once mode a
-	// duplicate that consumers would see).
-	if ps.doneSet.Base == ps.commit {
-		ps.known = ps.doneSet
-	}
+	ps.next = ps.led.resync()
+	r.resync[ps.p] = ps.next
 }
 
 // finish records what is done: the handled watermark advanced by this
@@ -59,7 +52,7 @@ func (r *Relay) finish(b []*item, flush bool) {
 	}
 	for _, it := range settled {
 		if ps := r.parts[it.part]; ps != nil {
-			ps.settled++
+			ps.led.settle()
 		}
 		switch it.kind {
 		case kForward, kFire:
@@ -95,11 +88,11 @@ func (r *Relay) finish(b []*item, flush bool) {
 		if ps == nil {
 			continue
 		}
-		ps.handled = max(ps.handled, h)
-		if r.wheel != nil && ps.handled >= 0 {
+		ps.led.handle(h)
+		if r.wheel != nil && ps.led.handled >= 0 {
 			// The persisted watermark stays below a record in flight or
 			// being retried: a restart must read it again.
-			r.wheel.SetHandled(p, min(ps.handled, ps.lowestUnsettled(true)-1))
+			r.wheel.SetHandled(p, ps.led.persisted(ps.lowestUnsettled(true)))
 		}
 	}
 	if flush && r.wheel != nil {

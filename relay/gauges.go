@@ -20,7 +20,7 @@ func (r *Relay) updateGauges(now time.Time) {
 	clear(lag)
 	for _, ps := range r.parts {
 		if ps.hwm >= 0 && ps.level <= nlev {
-			lag[ps.level] += max(0, ps.hwm-max(ps.commit, 0))
+			lag[ps.level] += max(0, ps.hwm-max(ps.led.commit, 0))
 		}
 		if ps.paused {
 			paused++

@@ -25,7 +25,7 @@ func gaugeRelay(tb testing.TB) *Relay {
 	r := &Relay{cfg: cfg, pol: policy{table: cfg.Table(), cfg: cfg}, m: m, parts: map[int32]*partState{}}
 	t0 := time.UnixMilli(1_000_000)
 	for p := range cfg.Table().Partitions() {
-		r.parts[p] = &partState{p: p, level: cfg.Table().LevelOf(p), hwm: int64(100 + p), commit: 10, waitFor: t0.Add(time.Duration(p) * time.Second)}
+		r.parts[p] = &partState{p: p, level: cfg.Table().LevelOf(p), hwm: int64(100 + p), led: ledger{commit: 10}, waitFor: t0.Add(time.Duration(p) * time.Second)}
 	}
 	return r
 }

@@ -48,7 +48,7 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		r.pollCancel()
 	}
 	for _, p := range ps {
-		st := &partState{p: p, level: r.pol.table.LevelOf(p), handled: -1, commit: -1, hwm: -1, catchUp: -1}
+		st := &partState{p: p, level: r.pol.table.LevelOf(p), hwm: -1, led: newLedger()}
 		if st.level == 0 {
 			r.log.Error("delay topic has more partitions than levels x partitions-per-level; extra partition is not read", "partition", p)
 			continue
@@ -60,17 +60,14 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		}
 		switch {
 		case ok:
-			st.commit, st.handled = c.at, c.at-1
-			st.known, st.commitEnd, st.doneSet = c.done, c.done.End, c.done
+			st.led.takeUp(c.at, c.done)
 			if r.wheel != nil {
 				if err := r.wheel.Trim(p, c.at); err != nil {
 					r.wheelFailed("trim", err)
 				}
 				r.doneFromMetadata(p, c.done)
-				st.handled = max(r.wheel.Handled(p), st.handled)
-				if hi, ok := r.wheel.Highest(p); ok && hi > st.handled {
-					st.catchUp, st.fired = hi, make(map[int64]struct{})
-				}
+				hi, ok := r.wheel.Highest(p)
+				st.led.restore(r.wheel.Handled(p), hi, ok)
 			}
 		default:
 			// No commit (a new or recreated topic, or the fetch failed):
@@ -78,12 +75,13 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 			// the group starts.
 			r.wheelDrop(p)
 		}
-		if st.handled >= 0 && st.handled+1 > max(st.commit, 0) {
-			r.resync[p] = st.handled + 1
+		from, seek := st.led.start()
+		if seek {
+			r.resync[p] = from
 		}
-		st.next = st.handled + 1
+		st.next = from
 		r.parts[p] = st
-		r.log.Info("partition assigned", "partition", p, "level", st.level, "committed", st.commit, "handled", st.handled, "commit_known", known)
+		r.log.Info("partition assigned", "partition", p, "level", st.level, "committed", st.led.commit, "handled", st.led.handled, "commit_known", known)
 	}
 	if r.wheel != nil {
 		if err := r.wheel.Flush(); err != nil {

@@ -208,7 +208,7 @@ func (r *Relay) enqueue(rec *kgo.Record) {
 	if ps == nil || rec.Topic != r.cfg.Topic {
 		return // not ours (any more); its owner reads it
 	}
-	if rec.Offset <= ps.handled || rec.Offset < ps.next {
+	if rec.Offset <= ps.led.handled || rec.Offset < ps.next {
 		return
 	}
 	ps.next = rec.Offset + 1

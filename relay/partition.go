@@ -4,11 +4,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kdelay/kdelay/offsetmap"
 )
 
-// partState is one owned partition of the delay topic.
+// partState is one owned partition of the delay topic: what the loop
+// holds of it (queue, flight, retries, pause) and its ledger.
 type partState struct {
 	p       int32
 	level   int
@@ -16,28 +15,11 @@ type partState struct {
 	bytes   int           // keys, values and headers held in queue
 	next    int64         // offset after the last record appended to queue
 	paused  bool
-	handled int64   // every offset <= handled is done, in the wheel or in retries
 	retries []*item // failed produces set aside, with their next attempt time
 	flight  []*item // produced, outcome not yet settled
-	commit  int64   // last committed offset, -1 if none
 	hwm     int64   // high watermark as of the last fetch, -1 if unknown
 	waitFor time.Time
-
-	// After an assignment with local state, records up to catchUp (the
-	// highest offset the wheel had taken) are read again; those among
-	// them that the wheel fires meanwhile are in fired, so that their
-	// second reading is skipped. -1 and nil once the queue is past it.
-	catchUp int64
-	fired   map[int64]struct{}
-
-	commitEnd int64 // end of the done set last committed
-	// settled counts the records settled (each may change the done set);
-	// committedAt is its value when the last commit that went through
-	// was computed. They differ while something settled is uncommitted,
-	// also when it settled during that commit's round trip.
-	settled, committedAt uint64
-	doneSet              offsetmap.Set // the done set of the last commit (what a resync may skip)
-	known                offsetmap.Set // done above the commit, from the commit metadata
+	led     ledger // what is done, and what the commit says (ledger.go)
 }
 
 // pop removes the queue's head.
@@ -55,34 +37,6 @@ func recordBytes(r *kgo.Record) int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
-}
-
-// catchingUp reports whether a queue head at off was fired from the wheel
-// since the assignment (so it is done or in flight), and ends the catch-up
-// once the queue reaches its end.
-func (ps *partState) catchingUp(off int64) bool {
-	if ps.fired == nil {
-		return false
-	}
-	_, ok := ps.fired[off]
-	delete(ps.fired, off)
-	if off >= ps.catchUp {
-		ps.catchUp, ps.fired = -1, nil
-	}
-	return ok
-}
-
-// knownDone reports whether the commit metadata said off is done (by an
-// earlier owner), and forgets that set once the queue is past it.
-func (ps *partState) knownDone(off int64) bool {
-	if ps.known.End <= ps.known.Base {
-		return false
-	}
-	done := ps.known.Done(off)
-	if off >= ps.known.End-1 {
-		ps.known = offsetmap.Set{}
-	}
-	return done
 }
 
 // takeRetries removes and returns the retries due at now.
