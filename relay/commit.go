@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,77 @@ import (
 // wheel or for a retry. When that set does not fit the broker's metadata
 // limit it is left out (kdelay_commit_metadata_overflow_total): the next
 // owner then delivers those records again, never loses one.
+
+// commitEvery is the shortest time between two offset commits of the loop,
+// at least once. A commit is a round trip the loop waits for, so one per
+// iteration would hold every record due meanwhile. A crash re-delivers
+// what was forwarded since the last commit: up to commitEvery of it.
+// Revokes, membership checks and shutdown commit at once.
+const commitEvery = 100 * time.Millisecond
+
+// atLeastOnceMode is the at-least-once delivery: a batch's acks overlap with
+// deciding the next one, and what is done is committed by the committer
+// at most once per commitEvery (startCommit).
+type atLeastOnceMode struct {
+	r *Relay
+	// prev are the produce attempts of the last batch: the next
+	// iteration waits for them (up to flightWait) after deciding its own
+	// batch, so deciding overlaps the acks. Loop only.
+	prev      *attempts
+	commitAt  time.Time // when the loop last sent a commit (loop only)
+	commitDue time.Time // when the commit put off by commitEvery is due; zero: none (loop only)
+}
+
+func (a *atLeastOnceMode) begin(context.Context) bool { return true }
+func (a *atLeastOnceMode) transactional() bool        { return false }
+
+func (a *atLeastOnceMode) waits() (<-chan struct{}, time.Time) {
+	if a.prev == nil {
+		return nil, a.commitDue
+	}
+	return a.prev.done, a.commitDue
+}
+
+// end waits for the last batch's acks (deliver), lets this batch's
+// produces go on while the next is polled and decided (its outcomes settle
+// in a later finish), finishes what landed and starts a commit unless one
+// went out less than commitEvery ago or is still in flight.
+func (a *atLeastOnceMode) end(ctx context.Context, now time.Time, _ bool, b, solo []*item, started *attempts) error {
+	r := a.r
+	if err := r.deliver(ctx, solo, a.prev); err != nil {
+		// Nothing of it is committed; the next owner re-reads it.
+		r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b)+len(solo), "err", err)
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.prev = started
+	if started.finished() {
+		a.prev = nil
+	}
+	r.finish(b, true)
+	if due := a.commitAt.Add(commitEvery); now.Before(due) || r.committing != nil {
+		a.commitDue = due // at most one commit per commitEvery, one in flight
+	} else {
+		a.commitDue = time.Time{}
+		if offsets := r.commitOffsets(); len(offsets) > 0 {
+			a.commitAt = now
+			r.startCommit(ctx, offsets)
+		}
+	}
+	return nil
+}
+
+// stop lets what is in flight land (or the shutdown timeout pass) and
+// commits what landed.
+func (a *atLeastOnceMode) stop(ctx context.Context) {
+	r := a.r
+	r.drain(ctx)
+	r.awaitCommit(ctx)
+	r.commitNow(ctx, nil)
+}
+
+func (a *atLeastOnceMode) handOver(ctx context.Context, ps []int32) { a.r.handOver(ctx, ps) }
 
 // metaPrefix starts the commit metadata of every offset the relay commits.
 const (
@@ -109,7 +181,7 @@ func (r *Relay) commitOffsets() map[int32]commitReq { return r.commitOffsetsAll(
 
 // commitOffsetsAll is commitOffsets; with all, it includes the partitions
 // whose commit would not change. The caller syncs the wheel first
-// (syncForCommit, or startCommit's Syncer). r.mu is held.
+// (commitNow, or startCommit's Syncer). r.mu is held.
 func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 	out := make(map[int32]commitReq)
 	for p, ps := range r.parts {
@@ -167,16 +239,42 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offset
 	return md + metaDone + enc, set
 }
 
-// syncForCommit, with syncOnCommit, fsyncs the wheel before a commit, so
-// that no commit (its done set) runs ahead of what the wheel has on disk:
-// one fsync per commit. The loop's commits fsync on the committer instead
-// (startCommit). r.mu is held.
-func (r *Relay) syncForCommit() {
-	if r.syncOnCommit && r.wheel != nil {
-		if err := r.wheel.Sync(); err != nil {
-			r.wheelFailed("sync", err)
+// commitNow settles what landed and commits the owned partitions (those
+// in ps; all when ps is nil) synchronously: a revoke's hand-over and the
+// shutdown, after the committer's commit in flight (awaitCommit). With
+// syncOnCommit the wheel is fsynced before, so that no commit (its done
+// set) runs ahead of what the wheel has on disk: its writes go out under
+// r.mu, in the critical section that computes the commits, and the fsync
+// runs after r.mu is released, as on the committer (startCommit). r.mu is
+// not held.
+func (r *Relay) commitNow(ctx context.Context, ps []int32) {
+	r.mu.Lock()
+	r.finish(nil, true)
+	reqs := r.commitOffsets()
+	if ps != nil {
+		for p := range reqs {
+			if !slices.Contains(ps, p) {
+				delete(reqs, p)
+			}
 		}
 	}
+	var syncer Syncer
+	if r.syncOnCommit && r.wheel != nil {
+		s, err := r.wheel.SyncStart()
+		if err != nil {
+			r.wheelFailed("sync", err)
+		}
+		syncer = s
+	}
+	r.mu.Unlock()
+	if syncer != nil {
+		if err := syncer.Sync(); err != nil {
+			r.mu.Lock()
+			r.wheelFailed("sync", err)
+			r.mu.Unlock()
+		}
+	}
+	r.commit(ctx, reqs)
 }
 
 // startCommit commits the loop's offsets on a goroutine of its own (the

@@ -125,7 +125,7 @@ func TestTxnIDFromDataDir(t *testing.T) {
 	b := h.start(func(c *config.Config) { c.Delivery = ExactlyOnce; c.DataDir = dirB })
 	a.waitReady(t)
 	b.waitReady(t)
-	idA, idB := a.r.txnID, b.r.txnID
+	idA, idB := a.r.mode.(*exactlyOnceMode).id, b.r.mode.(*exactlyOnceMode).id
 	if idA == "" || idA == idB {
 		t.Fatalf("transactional IDs %q and %q: want two distinct ones", idA, idB)
 	}
@@ -136,8 +136,8 @@ func TestTxnIDFromDataDir(t *testing.T) {
 	h.collect(30*time.Second, allKeys(keys...), "orders")
 	a.stop(t)
 	a = h.start(exactlyOnce)
-	if a.r.txnID != idA {
-		t.Errorf("restarted on its data directory: ID %q, want %q", a.r.txnID, idA)
+	if id := a.r.mode.(*exactlyOnceMode).id; id != idA {
+		t.Errorf("restarted on its data directory: ID %q, want %q", id, idA)
 	}
 	more := keysOf("more", 40)
 	for i, k := range more {
@@ -165,10 +165,11 @@ func TestFencedLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var now time.Time
-			r := &Relay{now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler), txnID: "id"}
+			r := &Relay{now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
+			e := &exactlyOnceMode{r: r, id: "id"}
 			for _, d := range tt.at {
 				now = t0.Add(d)
-				r.fenced(errors.New("PRODUCER_FENCED"))
+				e.fenced(errors.New("PRODUCER_FENCED"))
 			}
 			if got := r.fatal != nil; got != tt.fatal {
 				t.Fatalf("fatal = %v (%v), want %v", got, r.fatal, tt.fatal)

@@ -96,6 +96,9 @@ func (r *Relay) finish(b []*item, flush bool) {
 		}
 	}
 	if flush && r.wheel != nil {
+		// An fsync here (SyncBatch: exactly once, which flushes only
+		// after a commit or an abort; SyncInterval) runs under r.mu: the
+		// wheel is r.mu's.
 		if err := r.wheel.Flush(); err != nil {
 			r.wheelFailed("flush", err)
 		}

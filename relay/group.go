@@ -202,16 +202,15 @@ func (r *Relay) adjustStart(_ context.Context, offsets map[string]map[int32]kgo.
 // stored r.cl.
 func (r *Relay) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 	r.groupMoved.Store(true)
-	r.handOver(ctx, revoked[r.cfg.Topic])
+	r.mode.handOver(ctx, revoked[r.cfg.Topic])
 	r.release(cl, revoked[r.cfg.Topic], "revoked")
 }
 
 // handOver, at least once, lets the produces in flight to the revoked
 // partitions land (up to handOverWait) and commits what is done, so that
-// the next owner does not deliver them again. Exactly-once mode has
-// nothing in flight here: every transaction ended with its iteration.
+// the next owner does not deliver them again.
 func (r *Relay) handOver(ctx context.Context, ps []int32) {
-	if len(ps) == 0 || r.txn != nil || r.stopping.Load() {
+	if len(ps) == 0 || r.stopping.Load() {
 		return
 	}
 	r.mu.Lock()
@@ -241,18 +240,7 @@ wait:
 		}
 	}
 	r.awaitCommit(ctx)
-	r.mu.Lock()
-	r.finish(nil, true)
-	r.syncForCommit()
-	all := r.commitOffsets()
-	reqs := make(map[int32]commitReq, len(ps))
-	for _, p := range ps {
-		if c, ok := all[p]; ok {
-			reqs[p] = c
-		}
-	}
-	r.mu.Unlock()
-	r.commit(ctx, reqs)
+	r.commitNow(ctx, ps)
 }
 
 func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {

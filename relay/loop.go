@@ -24,8 +24,9 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			wake = r.confirmAt // nothing is decided until the membership is confirmed
 		}
 		moved := r.barrierMoved
+		landed, commitDue := r.mode.waits()
 		var committed <-chan struct{}
-		if !r.commitDue.IsZero() {
+		if !commitDue.IsZero() {
 			committed = r.committing // a commit waits for the one in flight
 		}
 		r.mu.Unlock()
@@ -39,15 +40,11 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.mu.Lock()
 		r.pollCancel = cancel
 		r.mu.Unlock()
-		if prev := r.prev; prev != nil || moved != nil || committed != nil {
+		if landed != nil || moved != nil || committed != nil {
 			// The last batch's outcomes are still coming: wake when
 			// they are in, to settle and commit them. Records held by
 			// the cancel barrier: wake when it moves. A commit due
 			// behind the one in flight: wake when that is done.
-			var landed <-chan struct{}
-			if prev != nil {
-				landed = prev.done
-			}
 			go func() {
 				select {
 				case <-landed:
@@ -76,7 +73,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		// Exactly once: the transaction begins once the poll is back, so
 		// that no rebalance falls inside it (they wait for AllowRebalance).
 		// Records polled while it cannot begin stay queued.
-		began := r.txn == nil || r.beginTxn(ctx)
+		began := r.mode.begin(ctx)
 
 		if r.suspect && !r.now().Before(r.confirmAt) {
 			// Asked at most every confirmRetry: a poll that returns
@@ -110,7 +107,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		// without knowing yet: at least once, nothing fences its forwards,
 		// so it forwards nothing until the group coordinator confirms it
 		// is still a member (next iterations, confirmMember).
-		if r.txn == nil && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.standStill() {
+		if !r.mode.transactional() && !r.suspect && !r.lastIter.IsZero() && now.Sub(r.lastIter) > r.standStill() {
 			r.suspect, r.confirmAt = true, now
 			r.log.Warn("the loop stood still past the session timeout; confirming group membership before forwarding", "stood_still", now.Sub(r.lastIter).Round(time.Millisecond).String())
 		}
@@ -124,40 +121,9 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		}
 		r.mu.Unlock()
 
-		if r.txn != nil {
-			// endTxn below waits for every attempt.
-		} else if err := r.deliver(work, solo, r.prev); err != nil {
-			// Shutdown timeout while waiting: hand the batch back.
-			// Nothing of it is committed; the next owner re-reads it.
-			r.log.Warn("shutdown: batch handed back uncommitted", "records", len(b)+len(solo), "err", err)
-			r.cl.AllowRebalance()
+		if err := r.mode.end(work, now, began, b, solo, started); err != nil {
+			r.cl.AllowRebalance() // the batch is handed back (end logged it)
 			return nil
-		}
-		if r.txn != nil && began {
-			if err := r.endTxn(work, b, solo, started); err != nil {
-				r.log.Warn("shutdown: transaction aborted, batch handed back", "records", len(b)+len(solo), "err", err)
-				r.cl.AllowRebalance()
-				return nil
-			}
-		} else {
-			// This batch's produces go on while the next is polled
-			// and decided; its outcomes settle in a later finish.
-			r.mu.Lock()
-			r.prev = started
-			if started.finished() {
-				r.prev = nil
-			}
-			r.finish(b, true)
-			if due := r.commitAt.Add(commitEvery); now.Before(due) || r.committing != nil {
-				r.commitDue = due // at most one commit per commitEvery, one in flight
-			} else {
-				r.commitDue = time.Time{}
-				if offsets := r.commitOffsets(); len(offsets) > 0 {
-					r.commitAt = now
-					r.startCommit(work, offsets)
-				}
-			}
-			r.mu.Unlock()
 		}
 		r.mu.Lock()
 		r.updatePauses()
@@ -167,22 +133,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.cl.AllowRebalance()
 		r.idle(now, len(b)+len(solo) > 0)
 	}
-	// Shutdown: what is in flight lands (or the shutdown timeout passes),
-	// and what landed is committed.
-	if r.txn != nil {
-		if r.txnOpen { // empty: nothing of it reached the broker
-			r.abortTxn("shutdown")
-		}
-		return nil // every other transaction ended with its iteration
-	}
-	r.drain(work)
-	r.awaitCommit(work)
-	r.mu.Lock()
-	r.finish(nil, true)
-	r.syncForCommit()
-	offsets := r.commitOffsets()
-	r.mu.Unlock()
-	r.commit(work, offsets)
+	r.mode.stop(work)
 	return nil
 }
 
@@ -218,13 +169,6 @@ func (r *Relay) enqueue(rec *kgo.Record) {
 		r.m.level(ps.level).consumed.Inc()
 	}
 }
-
-// commitEvery is the shortest time between two offset commits of the loop,
-// at least once. A commit is a round trip the loop waits for, so one per
-// iteration would hold every record due meanwhile. A crash re-delivers
-// what was forwarded since the last commit: up to commitEvery of it.
-// Revokes, membership checks and shutdown commit at once.
-const commitEvery = 100 * time.Millisecond
 
 // fetchPartitionBytes is the most a fetch asks of one partition (Kafka
 // returns at least one whole batch, however large, so a larger record is

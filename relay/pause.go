@@ -28,8 +28,8 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 		}
 		earlier(ps.waitFor)
 	}
-	if !r.commitDue.IsZero() && r.committing == nil {
-		earlier(r.commitDue) // else the poll ends when the one in flight is done
+	if _, due := r.mode.waits(); !due.IsZero() && r.committing == nil {
+		earlier(due) // else the poll ends when the one in flight is done
 	}
 	if r.firstAsg && r.wheel != nil {
 		if ms, ok := r.wheel.NextExpiry(); ok {

@@ -42,11 +42,30 @@ func (a *attempts) release() {
 
 // startProduce hands one attempt of it to the producer and puts it in its
 // partition's flight; its outcome lands in the item when it is finished.
-// Each attempt is a fresh copy of it.out stamped with now, so franz-go's
-// delivery timeout (counted from the record's timestamp) is never spent
-// before the attempt is sent, however old the source record or however
-// long the retries took.
+// r.mu is held: collect calls it for each item as it decides it, so the
+// produce round trip overlaps deciding the rest of the batch, and
+// Produce only buffers the record (franz-go's goroutines send it; it
+// blocks only while its buffer of unsent records is full).
 func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now time.Time) {
+	r.produce(r.handOut(ctx, at, it, now))
+}
+
+// handOff is one attempt ready for the producer (handOut).
+type handOff struct {
+	ctx  context.Context
+	rec  *kgo.Record
+	it   *item
+	at   *attempts
+	mark *manualMark
+	span recordSpan
+}
+
+// handOut readies one attempt of it and puts it in its partition's
+// flight; r.mu is held. Each attempt is a fresh copy of it.out stamped
+// with now, so franz-go's delivery timeout (counted from the record's
+// timestamp) is never spent before the attempt is sent, however old the
+// source record or however long the retries took.
+func (r *Relay) handOut(ctx context.Context, at *attempts, it *item, now time.Time) handOff {
 	it.err = nil
 	it.sentAt = now
 	it.finished.Store(false)
@@ -76,7 +95,14 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 	if r.tracer != nil {
 		span = r.tracer.start(it, rec, now)
 	}
-	r.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+	return handOff{ctx: ctx, rec: rec, it: it, at: at, mark: mark, span: span}
+}
+
+// produce hands h to the producer; its promise writes the attempt's
+// outcome into the item. r.mu need not be held.
+func (r *Relay) produce(h handOff) {
+	rec, it, at, mark, span := h.rec, h.it, h.at, h.mark, h.span
+	r.cl.Produce(h.ctx, rec, func(_ *kgo.Record, err error) {
 		if err != nil && mark != nil && mark.outOfRange.Load() {
 			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
 		}
@@ -137,8 +163,9 @@ func (r *Relay) produceSolo(ctx context.Context, solo []*item) error {
 	for _, it := range solo {
 		at := newAttempts()
 		r.mu.Lock()
-		r.startProduce(ctx, at, it, r.now())
+		h := r.handOut(ctx, at, it, r.now())
 		r.mu.Unlock()
+		r.produce(h)
 		at.release()
 		select {
 		case <-at.done:

@@ -111,7 +111,7 @@ func (r *Relay) fireSeries(it *item, now time.Time) *item {
 	// cancel reader lags): a catch-up never fires past it.
 	f := s.Recur.Fire(it.due, r.fireLimit(now))
 	key := s.ID + "\x00" + strconv.FormatInt(levels.OriginalTimestamp(rec.Headers, rec.Timestamp).UnixMilli(), 10)
-	if r.txn == nil && r.series.duplicate(key, f.At.UnixMilli(), now) {
+	if !r.mode.transactional() && r.series.duplicate(key, f.At.UnixMilli(), now) {
 		r.log.Warn("series occurrence fired already; dropping this copy of it", "id", s.ID,
 			"due", f.At.UTC().Format(time.RFC3339Nano), "source", levels.Source(r.cfg.Topic, it.part, it.offset))
 		it.kind, it.out = kSkip, nil

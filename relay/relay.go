@@ -96,17 +96,13 @@ type Options struct {
 // Relay forwards delay-topic records when due. Create it with [New], run it
 // with [Relay.Run]; it is not reusable after Run returns.
 type Relay struct {
-	cfg config.Config
-	log *slog.Logger
-	now func() time.Time
-	pol policy
-	m   *metrics
-	cl  *kgo.Client
-	txn *kgo.GroupTransactSession // exactly-once mode; nil at least once
-	// prev are the produce attempts of the last batch (at-least-once
-	// mode): the next iteration waits for them (up to flightWait) after
-	// deciding its own batch, so deciding overlaps the acks. Loop only.
-	prev    *attempts
+	cfg     config.Config
+	log     *slog.Logger
+	now     func() time.Time
+	pol     policy
+	m       *metrics
+	cl      *kgo.Client
+	mode    delivery // at least once or exactly once (delivery.go)
 	onIdle  func()
 	maxPoll time.Duration
 	tracer  *tracer // nil: tracing off
@@ -132,8 +128,6 @@ type Relay struct {
 	sendIter  time.Time
 	sendNs    int64
 	sendCalls int
-	commitAt  time.Time // at least once: when the loop last sent a commit (loop only)
-	commitDue time.Time // at least once: when the commit put off by commitEvery is due; zero: none (loop only)
 	suspect   bool      // membership unconfirmed after the loop stood still (loop only)
 	confirmAt time.Time // while suspect: when to ask the coordinator again (loop only)
 	// asgGen is the group generation whose assignment the relay holds
@@ -158,7 +152,7 @@ type Relay struct {
 	compactEntriesSeen int64
 	// syncOnCommit (KDELAY_WHEEL_SYNC=batch, at least once): the wheel is
 	// opened with wheel.SyncManual and fsynced before each offset commit
-	// (startCommit, syncForCommit), not after each batch.
+	// (startCommit, commitNow), not after each batch.
 	syncOnCommit bool
 	// committing, when not nil, is closed when the committer's commit in
 	// flight is done (startCommit).
@@ -175,13 +169,7 @@ type Relay struct {
 	// End (exactly once); see beginTxn.
 	groupMoved atomic.Bool
 
-	// txnOpen: a transaction has begun and not ended (exactly once; the
-	// loop's own). An iteration with nothing to produce or commit leaves
-	// it open for the next one (endTxn).
-	txnOpen bool
-	fences  []time.Time // recent fences of the producer (fenced)
-	lock    *dirLock    // the data directory's, held from New to Close
-	txnID   string      // exactly once: the transactional ID (transactionalID)
+	lock *dirLock // the data directory's, held from New to Close
 
 	health    health
 	stopping  atomic.Bool
@@ -272,10 +260,17 @@ func New(opts Options) (*Relay, error) {
 	if err := r.preflight(kopts); err != nil {
 		return nil, err
 	}
+	// The mode is set before the client exists: the group callbacks
+	// may run as soon as it does.
+	var eo *exactlyOnceMode
 	if cfg.Delivery == ExactlyOnce {
-		if r.txnID, err = r.transactionalID(); err != nil {
+		eo = &exactlyOnceMode{r: r}
+		if eo.id, err = r.transactionalID(); err != nil {
 			return nil, err
 		}
+		r.mode = eo
+	} else {
+		r.mode = &atLeastOnceMode{r: r}
 	}
 	if err := r.openCancels(kopts, reg); err != nil {
 		return nil, err
@@ -320,16 +315,16 @@ func New(opts Options) (*Relay, error) {
 		kopts = append(kopts, kgo.InstanceID(cfg.InstanceID))
 	}
 	kopts = append(kopts, opts.KafkaOpts...) // again: they win over the defaults above
-	if cfg.Delivery == ExactlyOnce {
-		kopts = append(kopts, kgo.TransactionalID(r.txnID), kgo.TransactionTimeout(txnTimeout(cfg.SessionTimeout)), txnVersions())
+	if eo != nil {
+		kopts = append(kopts, kgo.TransactionalID(eo.id), kgo.TransactionTimeout(txnTimeout(cfg.SessionTimeout)), txnVersions())
 		sess, err := kgo.NewGroupTransactSession(kopts...)
 		if err != nil {
 			r.wheel.Close()
 			r.closeCancels()
 			return nil, fmt.Errorf("relay: kafka transactional client: %w", err)
 		}
-		r.txn, r.cl = sess, sess.Client()
-		r.log.Info("exactly-once delivery", "transactional_id", r.txnID, "transaction_timeout", txnTimeout(cfg.SessionTimeout).String())
+		eo.sess, r.cl = sess, sess.Client()
+		r.log.Info("exactly-once delivery", "transactional_id", eo.id, "transaction_timeout", txnTimeout(cfg.SessionTimeout).String())
 		ok = true
 		return r, nil
 	}
@@ -348,7 +343,7 @@ func New(opts Options) (*Relay, error) {
 func (r *Relay) openWheel() error {
 	policy := syncPolicy(r.cfg.WheelSync)
 	if r.syncOnCommit = policy == wheel.SyncBatch && r.cfg.Delivery != ExactlyOnce; r.syncOnCommit {
-		policy = wheel.SyncManual // fsynced before each commit (startCommit, syncForCommit)
+		policy = wheel.SyncManual // fsynced before each commit (startCommit, commitNow)
 	}
 	w, rep, err := r.openW(filepath.Join(r.cfg.DataDir, "wheel"), wheel.Options{
 		Horizon: r.cfg.WheelHorizon,

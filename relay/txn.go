@@ -32,11 +32,54 @@ import (
 // committed offsets, their wheel entries dropped: the wheel's view is only
 // written to disk after a commit, so it never runs ahead of Kafka.
 
-// Delivery modes.
-const (
-	AtLeastOnce = "at-least-once"
-	ExactlyOnce = "exactly-once"
-)
+// exactlyOnceMode is the exactly-once delivery: one transaction per
+// iteration of the loop.
+type exactlyOnceMode struct {
+	r    *Relay
+	sess *kgo.GroupTransactSession
+	id   string // the transactional ID (transactionalID)
+	// open: a transaction has begun and not ended (the loop's own). An
+	// iteration with nothing to produce or commit leaves it open for the
+	// next one (endTxn).
+	open   bool
+	fences []time.Time // recent fences of the producer (fenced)
+}
+
+func (e *exactlyOnceMode) transactional() bool                 { return true }
+func (e *exactlyOnceMode) waits() (<-chan struct{}, time.Time) { return nil, time.Time{} }
+
+// handOver has nothing to do: every transaction ended with its iteration,
+// so nothing is in flight when a partition is revoked.
+func (e *exactlyOnceMode) handOver(context.Context, []int32) {}
+
+// begin begins the iteration's transaction (beginTxn).
+func (e *exactlyOnceMode) begin(ctx context.Context) bool { return e.beginTxn(ctx) }
+
+// end waits for the batch's produces and commits the transaction with the
+// batch's offsets, or aborts it (endTxn). An iteration whose transaction
+// did not begin decided nothing: it only flushes the wheel.
+func (e *exactlyOnceMode) end(ctx context.Context, _ time.Time, began bool, b, solo []*item, started *attempts) error {
+	r := e.r
+	if !began {
+		r.mu.Lock()
+		r.finish(b, true)
+		r.mu.Unlock()
+		return nil
+	}
+	if err := e.endTxn(ctx, b, solo, started); err != nil {
+		r.log.Warn("shutdown: transaction aborted, batch handed back", "records", len(b)+len(solo), "err", err)
+		return err
+	}
+	return nil
+}
+
+// stop aborts the transaction left open empty; every other one ended with
+// its iteration.
+func (e *exactlyOnceMode) stop(context.Context) {
+	if e.open { // empty: nothing of it reached the broker
+		e.abortTxn("shutdown")
+	}
+}
 
 // errTxnAborted marks the records of an aborted transaction that were
 // produced fine: they are produced again in the next one.
@@ -105,18 +148,19 @@ const (
 )
 
 // fenced records a fence of the relay's producer; r.mu is held.
-func (r *Relay) fenced(err error) {
+func (e *exactlyOnceMode) fenced(err error) {
+	r := e.r
 	now := r.now()
-	r.fences = append(r.fences, now)
-	for len(r.fences) > 0 && now.Sub(r.fences[0]) > fenceWindow {
-		r.fences = r.fences[1:]
+	e.fences = append(e.fences, now)
+	for len(e.fences) > 0 && now.Sub(e.fences[0]) > fenceWindow {
+		e.fences = e.fences[1:]
 	}
-	if len(r.fences) >= fenceLimit {
-		r.fatal = fmt.Errorf("%w: transactional ID %s, %d times in %s: %w", ErrFenced, r.txnID, len(r.fences), fenceWindow, err)
+	if len(e.fences) >= fenceLimit {
+		r.fatal = fmt.Errorf("%w: transactional ID %s, %d times in %s: %w", ErrFenced, e.id, len(e.fences), fenceWindow, err)
 		return
 	}
 	r.log.Warn("transaction fenced; its partitions are read again (its own transaction timed out while the relay stood still, or another producer uses the transactional ID)",
-		"transactional_id", r.txnID, "err", err)
+		"transactional_id", e.id, "err", err)
 }
 
 // fencedErr reports whether err means another producer epoch took over.
@@ -127,8 +171,9 @@ func fencedErr(err error) bool {
 // endTxn waits for every attempt of the batch, then commits the
 // transaction with the batch's offsets, or aborts it. It returns an error
 // only when ctx ends first.
-func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) error {
-	r.txnOpen = false // every path below ends it, but the empty one
+func (e *exactlyOnceMode) endTxn(ctx context.Context, b, solo []*item, started *attempts) error {
+	r := e.r
+	e.open = false // every path below ends it, but the empty one
 	wait := txnWait(r.cfg.SessionTimeout)
 	stuck := time.NewTimer(wait)
 	defer stuck.Stop()
@@ -140,7 +185,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 		// what is still buffered; the records are produced again.
 		r.log.Warn("transaction's produces not done; aborting it", "after", wait)
 		r.m.txns.WithLabelValues("aborted").Inc()
-		r.abortTxn("produces not done")
+		e.abortTxn("produces not done")
 		select {
 		case <-started.done:
 		case <-ctx.Done():
@@ -163,11 +208,11 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 		r.mu.Unlock()
 		return nil
 	case <-ctx.Done():
-		r.abortTxn("shutdown")
+		e.abortTxn("shutdown")
 		return ctx.Err()
 	}
 	if err := r.produceSolo(ctx, solo); err != nil {
-		r.abortTxn("shutdown")
+		e.abortTxn("shutdown")
 		return err
 	}
 	b = append(b, solo...)
@@ -186,7 +231,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	if failed {
 		r.mu.Unlock()
 		r.m.txns.WithLabelValues("aborted").Inc()
-		r.abortTxn("a produce failed")
+		e.abortTxn("a produce failed")
 		r.mu.Lock()
 		for _, ps := range r.parts {
 			for _, it := range ps.flight {
@@ -207,7 +252,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 		// Ending it would cost franz-go's End of an empty commit, which
 		// holds the session for 500 ms (it cannot tell KIP-447 support
 		// without a TxnOffsetCommit response).
-		r.txnOpen = true
+		e.open = true
 		r.mu.Unlock()
 		return nil
 	}
@@ -219,7 +264,7 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	// rebalance (BlockRebalanceOnPoll); a timeout aborts the transaction
 	// and lets the group recover.
 	ectx, cancel := context.WithTimeout(ctx, wait)
-	committed, err := r.txn.End(kgo.PreTxnCommitFnContext(ectx, r.txnCommitRequest(reqs)), kgo.TryCommit)
+	committed, err := e.sess.End(kgo.PreTxnCommitFnContext(ectx, e.txnCommitRequest(reqs)), kgo.TryCommit)
 	cancel()
 	r.m.txnTime.Observe(time.Since(start).Seconds())
 	r.mu.Lock()
@@ -228,6 +273,8 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 		r.m.txns.WithLabelValues("committed").Inc()
 		r.committed(reqs, nil)
 		if r.wheel != nil {
+			// Its fsync (SyncBatch) runs under r.mu: the callbacks that
+			// share it wait for AllowRebalance, after this, anyway.
 			if err := r.wheel.Flush(); err != nil {
 				r.wheelFailed("flush", err)
 			}
@@ -237,10 +284,10 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 	r.m.txns.WithLabelValues("aborted").Inc()
 	r.log.Warn("transaction not committed; its partitions are read again from their committed offsets", "err", err, "partitions", len(touched))
 	r.mu.Unlock()
-	r.abortTxn("commit failed") // a no-op unless End left it open
+	e.abortTxn("commit failed") // a no-op unless End left it open
 	r.mu.Lock()
 	if fencedErr(err) {
-		r.fenced(err)
+		e.fenced(err)
 	}
 	for p := range touched {
 		if ps := r.parts[p]; ps != nil {
@@ -266,30 +313,31 @@ func (r *Relay) endTxn(ctx context.Context, b, solo []*item, started *attempts) 
 // transaction (GroupTransactSession marks the session failed until End):
 // an End of the empty session clears that first, so a rebalance no
 // longer costs the batch that follows it.
-func (r *Relay) beginTxn(ctx context.Context) bool {
+func (e *exactlyOnceMode) beginTxn(ctx context.Context) bool {
+	r := e.r
 	if r.groupMoved.Swap(false) {
 		// Also ends an empty transaction left open (endTxn).
-		if _, err := r.txn.End(ctx, kgo.TryAbort); err != nil {
+		if _, err := e.sess.End(ctx, kgo.TryAbort); err != nil {
 			r.log.Warn("clearing the transact session after a rebalance", "err", err)
 		}
-		r.txnOpen = false
+		e.open = false
 	}
-	if r.txnOpen {
+	if e.open {
 		return true
 	}
-	err := r.txn.Begin()
+	err := e.sess.Begin()
 	if err == nil {
-		r.txnOpen = true
+		e.open = true
 		return true
 	}
 	if fencedErr(err) {
 		r.mu.Lock()
-		r.fatal = fmt.Errorf("%w: transactional ID %s: %w", ErrFenced, r.txnID, err)
+		r.fatal = fmt.Errorf("%w: transactional ID %s: %w", ErrFenced, e.id, err)
 		r.mu.Unlock()
 		return false
 	}
 	r.log.Warn("begin transaction failed; aborting the open one and trying again", "err", err)
-	r.abortTxn("begin failed")
+	e.abortTxn("begin failed")
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Second):
@@ -299,18 +347,19 @@ func (r *Relay) beginTxn(ctx context.Context) bool {
 
 // abortTxn aborts the open transaction (bounded, whatever ctx the batch
 // had).
-func (r *Relay) abortTxn(why string) {
+func (e *exactlyOnceMode) abortTxn(why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := r.txn.End(ctx, kgo.TryAbort); err != nil {
-		r.log.Warn("abort transaction", "why", why, "err", err)
+	if _, err := e.sess.End(ctx, kgo.TryAbort); err != nil {
+		e.r.log.Warn("abort transaction", "why", why, "err", err)
 	}
 }
 
 // txnCommitRequest rewrites the TxnOffsetCommit that franz-go builds from
 // the polled offsets into the relay's: for each partition the lowest offset
 // not done, with the metadata, and no other partition.
-func (r *Relay) txnCommitRequest(reqs map[int32]commitReq) func(*kmsg.TxnOffsetCommitRequest) error {
+func (e *exactlyOnceMode) txnCommitRequest(reqs map[int32]commitReq) func(*kmsg.TxnOffsetCommitRequest) error {
+	r := e.r
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
 		t := kmsg.NewTxnOffsetCommitRequestTopic()
 		t.Topic = r.cfg.Topic
