@@ -247,18 +247,52 @@ func TestCancelExactMargin(t *testing.T) {
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	rr := h.start(nil, func(o *Options) { o.Now = clock })
 	rr.waitReady(t)
+	blind, unblind := h.cancelReaderBlinds()
+	// Due in 3s (relay time): level 2 (2s) puts them in the wheel.
+	due := clock().Add(3 * time.Second).Truncate(time.Millisecond)
+	h.sendID("cut", "m-1", levels.Delay{Target: "orders", At: due})
+	h.sendID("keep", "m-2", levels.Delay{Target: "orders", At: due})
+	waitFor(t, func() bool { return testutil.ToFloat64(rr.r.m.wheelAdded.WithLabelValues("2")) >= 2 })
+	blind()
+	h.cancel("m-1", time.Time{})
+	time.AfterFunc(3*time.Second, unblind)
+	// Move the relay's clock to exactly the margin before the due time,
+	// counted from the ack.
+	acked := clock()
+	skew.Add(int64(due.Add(-h.cfg.CancelMargin).Sub(acked)))
+	got := h.collect(30*time.Second, func(got map[string][]received) bool {
+		return len(got["keep"]) > 0 && clock().After(due.Add(time.Second))
+	}, "orders")
+	if n := len(got["cut"]); n != 0 {
+		t.Errorf("record cancelled exactly the margin before its due time delivered %d times", n)
+	}
+	if len(got["keep"]) != 1 {
+		t.Fatalf("uncancelled record delivered %d times, want 1", len(got["keep"]))
+	}
+	t.Logf("uncancelled record forwarded %s after its due time (relay clock; the cancel reader blind for 3s after the ack)",
+		got["keep"][0].ts.Add(time.Duration(skew.Load())).Sub(due).Round(time.Millisecond))
+	if n := rr.cancelled(); n != 1 {
+		t.Errorf("kdelay_records_cancelled_total = %v, want 1", n)
+	}
+}
+
+// cancelReaderBlinds sets kfake up to answer the cancel reader's fetches
+// "not leader" while the reader is blind: it reads nothing, as a reader
+// far behind would. blind blinds it and waits until its fetches are
+// answered blind; unblind lets it read again.
+func (h *harness) cancelReaderBlinds() (blind, unblind func()) {
+	t := h.t
+	t.Helper()
 	tds, err := h.adm.ListTopics(context.Background(), h.cfg.CancelTopic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancelID := tds[h.cfg.CancelTopic].ID
-	// While blind, the cancel reader's fetches fail (not leader): it
-	// reads nothing, as a reader far behind would.
-	var blind atomic.Bool
 	var blinded atomic.Int32 // fetches answered blind
+	var on atomic.Bool
 	h.c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		h.c.KeepControl()
-		if !blind.Load() {
+		if !on.Load() {
 			return nil, nil, false
 		}
 		freq := req.(*kmsg.FetchRequest)
@@ -285,37 +319,16 @@ func TestCancelExactMargin(t *testing.T) {
 		blinded.Add(1)
 		return resp, nil, true
 	})
-	// Due in 3s (relay time): level 2 (2s) puts them in the wheel.
-	due := clock().Add(3 * time.Second).Truncate(time.Millisecond)
-	h.sendID("cut", "m-1", levels.Delay{Target: "orders", At: due})
-	h.sendID("keep", "m-2", levels.Delay{Target: "orders", At: due})
-	waitFor(t, func() bool { return testutil.ToFloat64(rr.r.m.wheelAdded.WithLabelValues("2")) >= 2 })
-	blind.Store(true)
-	// A fetch waiting in kfake when blinding starts is not controlled: a
-	// tombstone of another id ends it, the next ones are blind.
-	nudge := &kgo.Record{Topic: h.cfg.CancelTopic, Key: []byte("nudge")}
-	if err := h.prod.ProduceSync(context.Background(), nudge).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return blinded.Load() >= 2 })
-	h.cancel("m-1", time.Time{})
-	time.AfterFunc(3*time.Second, func() { blind.Store(false) })
-	// Move the relay's clock to exactly the margin before the due time,
-	// counted from the ack.
-	acked := clock()
-	skew.Add(int64(due.Add(-h.cfg.CancelMargin).Sub(acked)))
-	got := h.collect(30*time.Second, func(got map[string][]received) bool {
-		return len(got["keep"]) > 0 && clock().After(due.Add(time.Second))
-	}, "orders")
-	if n := len(got["cut"]); n != 0 {
-		t.Errorf("record cancelled exactly the margin before its due time delivered %d times", n)
-	}
-	if len(got["keep"]) != 1 {
-		t.Fatalf("uncancelled record delivered %d times, want 1", len(got["keep"]))
-	}
-	t.Logf("uncancelled record forwarded %s after its due time (relay clock; the cancel reader blind for 3s after the ack)",
-		got["keep"][0].ts.Add(time.Duration(skew.Load())).Sub(due).Round(time.Millisecond))
-	if n := rr.cancelled(); n != 1 {
-		t.Errorf("kdelay_records_cancelled_total = %v, want 1", n)
-	}
+	return func() {
+		t.Helper()
+		on.Store(true)
+		// A fetch waiting in kfake when blinding starts is not
+		// controlled: a tombstone of another id ends it, the next ones
+		// are blind.
+		nudge := &kgo.Record{Topic: h.cfg.CancelTopic, Key: []byte("nudge")}
+		if err := h.prod.ProduceSync(context.Background(), nudge).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return blinded.Load() >= 2 })
+	}, func() { on.Store(false) }
 }

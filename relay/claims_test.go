@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -319,4 +320,44 @@ func (h *harness) collectToEnd(timeout time.Duration, keys []string, topics ...s
 		delete(got, k)
 	}
 	return got
+}
+
+// TestCancelMarginDirect: the cancel margin on the direct path, records
+// forwarded from their partition's queue without the wheel (read when
+// already due), with a cancel reader that lags. A cancel acknowledged
+// exactly KDELAY_CANCEL_MARGIN before a record's due time stops it,
+// however far behind the reader is: the record waits for the reader to
+// read past its due time minus the margin (the fire barrier), then is
+// cancelled. Its twin without a cancel goes once the reader caught up.
+func TestCancelMarginDirect(t *testing.T) {
+	h := newHarness(t, map[string]string{"KDELAY_CANCEL_MARGIN": "300ms"}, "orders")
+	rr := h.start(nil)
+	rr.waitReady(t)
+	blind, unblind := h.cancelReaderBlinds()
+	blind()
+	// Cut-off a minute ahead: the records, produced after the cancel,
+	// are before it.
+	acked := h.cancel("d-1", time.Now().Add(time.Minute))
+	due := acked.Add(h.cfg.CancelMargin).Truncate(time.Millisecond).Add(time.Millisecond)
+	time.Sleep(time.Until(due)) // produced once due: read, they are forwarded from the queue
+	h.sendID("cut", "d-1", levels.Delay{Target: "orders", At: due})
+	h.sendID("keep", "d-2", levels.Delay{Target: "orders", At: due})
+	time.AfterFunc(3*time.Second, unblind)
+	got := h.collect(30*time.Second, func(got map[string][]received) bool {
+		return len(got["keep"]) > 0
+	}, "orders")
+	if n := len(got["cut"]); n != 0 {
+		t.Errorf("record cancelled exactly the margin before its due time delivered %d times on the direct path while the cancel reader lagged", n)
+	}
+	if len(got["keep"]) != 1 {
+		t.Fatalf("uncancelled record delivered %d times, want 1", len(got["keep"]))
+	}
+	ls := rr.r.m.level(1)
+	if direct, wheeled := testutil.ToFloat64(ls.forwardedDirect), testutil.ToFloat64(rr.r.m.wheelAdded.WithLabelValues("1")); direct != 1 || wheeled != 0 {
+		t.Errorf("level 1: %v forwarded direct, %v put into the wheel; want 1 and 0 (the direct path)", direct, wheeled)
+	}
+	if n := rr.cancelled(); n != 1 {
+		t.Errorf("kdelay_records_cancelled_total = %v, want 1", n)
+	}
+	t.Logf("uncancelled record forwarded %s after its due time (the cancel reader blind for 3s)", got["keep"][0].ts.Sub(due).Round(time.Millisecond))
 }
