@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,17 +194,7 @@ func (r *Relay) cancelledItem(it *item, now time.Time) *item {
 	}
 	c := &item{kind: kCancelled, part: it.part, offset: it.offset, level: it.level, fromQueue: it.fromQueue, orig: it.orig, due: it.due, pair: it.pair}
 	if t := r.cfg.CancelledTopic; t != "" {
-		hs := make([]kgo.RecordHeader, 0, len(it.orig.Headers)+2)
-		for _, h := range it.orig.Headers {
-			if h.Key != levels.HeaderSource && h.Key != levels.HeaderCancelledAt {
-				hs = append(hs, h)
-			}
-		}
-		hs = append(hs,
-			kgo.RecordHeader{Key: levels.HeaderSource, Value: []byte(levels.Source(r.cfg.Topic, it.part, it.offset))},
-			kgo.RecordHeader{Key: levels.HeaderCancelledAt, Value: strconv.AppendInt(nil, now.UnixMilli(), 10)},
-		)
-		c.out = &kgo.Record{Topic: t, Key: it.orig.Key, Value: it.orig.Value, Headers: hs}
+		c.out = r.cancelledRecord(it.orig, t, it.part, it.offset, now)
 	}
 	return c
 }

@@ -29,37 +29,37 @@ func (r *Relay) deadItem(it *item, reason, detail string) *item {
 	}
 }
 
-// errClass is what a failed produce means for its record.
-type errClass int
+// failClass is what a failed produce means for its record.
+type failClass int
 
 const (
-	errUnknown      errClass = iota // not classified: retried up to KDELAY_RETRY_TIMEOUT, then dead-lettered
-	errRetriable                    // the cluster will get better: retried without bound
-	errTooLarge                     // the record (or its batch) exceeds a size limit
-	errMissing                      // the target topic does not exist (yet)
-	errBadPartition                 // kdelay-target-partition does not exist in the target
-	errRejected                     // the target refuses the record for good
+	failUnknown      failClass = iota // not classified: retried up to KDELAY_RETRY_TIMEOUT, then dead-lettered
+	failRetriable                     // the cluster will get better: retried without bound
+	failTooLarge                      // the record (or its batch) exceeds a size limit
+	failMissing                       // the target topic does not exist (yet)
+	failBadPartition                  // kdelay-target-partition does not exist in the target
+	failRejected                      // the target refuses the record for good
 )
 
 // classify sorts a produce error by its type, never by its text.
-func classify(err error) errClass {
+func classify(err error) failClass {
 	var pe *PartitionError
 	switch {
 	case errors.As(err, &pe):
-		return errBadPartition
+		return failBadPartition
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return errTooLarge
+		return failTooLarge
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return errMissing
+		return failMissing
 	case errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.TopicAuthorizationFailed),
 		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.InvalidRecord),
 		errors.Is(err, kerr.CorruptMessage), errors.Is(err, kerr.InvalidTimestamp):
-		return errRejected
+		return failRejected
 	case errors.Is(err, errTxnAborted), kerr.IsRetriable(err), errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, context.DeadlineExceeded), isNetErr(err):
-		return errRetriable
+		return failRetriable
 	}
-	return errUnknown
+	return failUnknown
 }
 
 // onFailure decides what happens to an item whose produce failed: the item
@@ -75,7 +75,7 @@ func (r *Relay) onFailure(it *item, now time.Time) *item {
 	var next *item
 	reason := "retriable"
 	switch c := classify(err); {
-	case it.kind == kDead && c == errTooLarge && it.out.Value != nil:
+	case it.kind == kDead && c == failTooLarge && it.out.Value != nil:
 		// Too large even for the dead-letter topic: keep the key and
 		// headers there, say so, and leave the value to the delay topic.
 		r.log.Error("dead letter too large; sending it without its value", "source", src, "bytes", len(it.out.Value), "err", err)
@@ -87,23 +87,23 @@ func (r *Relay) onFailure(it *item, now time.Time) *item {
 		// loudly. Nothing may be dropped.
 		r.log.Error("dead-letter produce failed; retrying (its partition's commit waits)", "topic", r.cfg.DLQTopic, "source", src, "failing_for", failing.Round(time.Millisecond), "err", err)
 		reason = "dead_letter"
-	case c == errTooLarge && !it.isolate:
+	case c == failTooLarge && !it.isolate:
 		it.isolate = true // a whole batch may have failed for one record
 		it.nextTry = now
 		reason = "too_large"
-	case c == errTooLarge:
+	case c == failTooLarge:
 		next = r.deadItem(it, "record_too_large", fmt.Sprintf("record too large for topic %q: %v", it.out.Topic, err))
-	case c == errMissing && failing >= r.cfg.TargetMissingTimeout:
+	case c == failMissing && failing >= r.cfg.TargetMissingTimeout:
 		next = r.deadItem(it, "target_missing", fmt.Sprintf("target topic %q missing for %s", it.out.Topic, r.cfg.TargetMissingTimeout))
-	case c == errMissing:
+	case c == failMissing:
 		reason = "target_missing"
-	case c == errBadPartition:
+	case c == failBadPartition:
 		next = r.deadItem(it, "bad_target_partition", err.Error())
-	case c == errRejected:
+	case c == failRejected:
 		next = r.deadItem(it, "target_rejected", fmt.Sprintf("topic %q rejected the record: %v", it.out.Topic, err))
-	case c == errUnknown && failing >= r.cfg.RetryTimeout:
+	case c == failUnknown && failing >= r.cfg.RetryTimeout:
 		next = r.deadItem(it, "produce_failed", fmt.Sprintf("produce to %q failed for %s: %v", it.out.Topic, failing.Round(time.Millisecond), err))
-	case c == errUnknown:
+	case c == failUnknown:
 		reason = "unclassified"
 	}
 	if next != nil {

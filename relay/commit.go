@@ -98,7 +98,9 @@ func (a *atLeastOnceMode) stop(ctx context.Context) {
 	r.commitNow(ctx, nil)
 }
 
-func (a *atLeastOnceMode) handOver(ctx context.Context, ps []int32) { a.r.handOver(ctx, ps) }
+func (a *atLeastOnceMode) handOver(ctx context.Context, partitions []int32) {
+	a.r.handOver(ctx, partitions)
+}
 
 // metaPrefix starts the commit metadata of every offset the relay commits.
 const (
@@ -240,20 +242,20 @@ func (r *Relay) metadata(p int32, ps *partState, off, end int64) (string, offset
 }
 
 // commitNow settles what landed and commits the owned partitions (those
-// in ps; all when ps is nil) synchronously: a revoke's hand-over and the
+// in partitions; all when nil) synchronously: a revoke's hand-over and the
 // shutdown, after the committer's commit in flight (awaitCommit). With
 // syncOnCommit the wheel is fsynced before, so that no commit (its done
 // set) runs ahead of what the wheel has on disk: its writes go out under
 // r.mu, in the critical section that computes the commits, and the fsync
 // runs after r.mu is released, as on the committer (startCommit). r.mu is
 // not held.
-func (r *Relay) commitNow(ctx context.Context, ps []int32) {
+func (r *Relay) commitNow(ctx context.Context, partitions []int32) {
 	r.mu.Lock()
 	r.finish(nil, true)
 	reqs := r.commitOffsets()
-	if ps != nil {
+	if partitions != nil {
 		for p := range reqs {
-			if !slices.Contains(ps, p) {
+			if !slices.Contains(partitions, p) {
 				delete(reqs, p)
 			}
 		}

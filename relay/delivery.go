@@ -25,7 +25,7 @@ type delivery interface {
 	stop(ctx context.Context)
 	// handOver settles and commits what is done in revoked partitions
 	// before they go (onRevoked).
-	handOver(ctx context.Context, ps []int32)
+	handOver(ctx context.Context, partitions []int32)
 	// waits returns what the loop's poll must end for besides its wake-up
 	// time: the last batch's acks landing (nil: none outstanding) and when
 	// a commit put off is due (zero: none). Loop only.

@@ -20,7 +20,7 @@ import (
 // directory skips what it already did. A partition without a committed
 // offset never trusts a local watermark.
 func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
-	ps := assigned[r.cfg.Topic]
+	partitions := assigned[r.cfg.Topic]
 	committed, known := r.fetchCommitted(ctx, cl)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -32,7 +32,7 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		// Entries of partitions not given back to us belong to their new
 		// owner, who re-reads them from Kafka.
 		for p := int32(0); p < r.pol.table.Partitions(); p++ {
-			if !slices.Contains(ps, p) {
+			if !slices.Contains(partitions, p) {
 				r.wheelDrop(p)
 			}
 		}
@@ -47,9 +47,9 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 	if r.pollCancel != nil {
 		r.pollCancel()
 	}
-	for _, p := range ps {
-		st := &partState{p: p, level: r.pol.table.LevelOf(p), hwm: -1, led: newLedger()}
-		if st.level == 0 {
+	for _, p := range partitions {
+		ps := &partState{p: p, level: r.pol.table.LevelOf(p), hwm: -1, led: newLedger()}
+		if ps.level == 0 {
 			r.log.Error("delay topic has more partitions than levels x partitions-per-level; extra partition is not read", "partition", p)
 			continue
 		}
@@ -60,14 +60,14 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		}
 		switch {
 		case ok:
-			st.led.takeUp(c.at, c.done)
+			ps.led.takeUp(c.at, c.done)
 			if r.wheel != nil {
 				if err := r.wheel.Trim(p, c.at); err != nil {
 					r.wheelFailed("trim", err)
 				}
 				r.doneFromMetadata(p, c.done)
 				hi, ok := r.wheel.Highest(p)
-				st.led.restore(r.wheel.Handled(p), hi, ok)
+				ps.led.restore(r.wheel.Handled(p), hi, ok)
 			}
 		default:
 			// No commit (a new or recreated topic, or the fetch failed):
@@ -75,13 +75,13 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 			// the group starts.
 			r.wheelDrop(p)
 		}
-		from, seek := st.led.start()
+		from, seek := ps.led.start()
 		if seek {
 			r.resync[p] = from
 		}
-		st.next = from
-		r.parts[p] = st
-		r.log.Info("partition assigned", "partition", p, "level", st.level, "committed", st.led.commit, "handled", st.led.handled, "commit_known", known)
+		ps.next = from
+		r.parts[p] = ps
+		r.log.Info("partition assigned", "partition", p, "level", ps.level, "committed", ps.led.commit, "handled", ps.led.handled, "commit_known", known)
 	}
 	if r.wheel != nil {
 		if err := r.wheel.Flush(); err != nil {
@@ -209,15 +209,15 @@ func (r *Relay) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[strin
 // handOver, at least once, lets the produces in flight to the revoked
 // partitions land (up to handOverWait) and commits what is done, so that
 // the next owner does not deliver them again.
-func (r *Relay) handOver(ctx context.Context, ps []int32) {
-	if len(ps) == 0 || r.stopping.Load() {
+func (r *Relay) handOver(ctx context.Context, partitions []int32) {
+	if len(partitions) == 0 || r.stopping.Load() {
 		return
 	}
 	r.mu.Lock()
 	var groups []*attempts
-	for _, p := range ps {
-		if st := r.parts[p]; st != nil {
-			for _, it := range st.flight {
+	for _, p := range partitions {
+		if ps := r.parts[p]; ps != nil {
+			for _, it := range ps.flight {
 				if !it.finished.Load() && it.group != nil && !slices.Contains(groups, it.group) {
 					groups = append(groups, it.group)
 				}
@@ -233,14 +233,14 @@ wait:
 		case <-g.done:
 		case <-t.C:
 			r.log.Warn("revoke: produces still in flight after the hand-over wait; the next owner may deliver their records again",
-				"partitions", ps, "batches_in_flight", len(groups)-i, "waited", handOverWait.String())
+				"partitions", partitions, "batches_in_flight", len(groups)-i, "waited", handOverWait.String())
 			break wait
 		case <-ctx.Done():
 			break wait
 		}
 	}
 	r.awaitCommit(ctx)
-	r.commitNow(ctx, ps)
+	r.commitNow(ctx, partitions)
 }
 
 func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
@@ -255,13 +255,13 @@ func (r *Relay) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int3
 // committed offset. On
 // shutdown the wheel is kept, so a restart that gets the partitions back
 // sends no duplicate.
-func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
-	if len(ps) == 0 {
+func (r *Relay) release(cl *kgo.Client, partitions []int32, why string) {
+	if len(partitions) == 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, p := range ps {
+	for _, p := range partitions {
 		delete(r.parts, p)
 		delete(r.resync, p)
 		if !r.stopping.Load() {
@@ -273,8 +273,8 @@ func (r *Relay) release(cl *kgo.Client, ps []int32, why string) {
 			r.wheelFailed("flush", err)
 		}
 	}
-	cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: ps}) // pauses survive rebalances
-	r.log.Info("partitions "+why, "partitions", ps)
+	cl.ResumeFetchPartitions(map[string][]int32{r.cfg.Topic: partitions}) // pauses survive rebalances
+	r.log.Info("partitions "+why, "partitions", partitions)
 }
 
 // confirmMember asks the group coordinator whether this relay is still the

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -9,6 +10,9 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
+// forwardRecord is rec for its target (partition: the chosen one, or -1
+// for the key's), due at due, read from partition p at offset off of the
+// delay topic; it reports whether the partition is chosen.
 func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) (*kgo.Record, bool) {
 	out := &kgo.Record{
 		Topic:   target,
@@ -40,6 +44,9 @@ func (r *Relay) forwardInto(out *kgo.Record, hs []kgo.RecordHeader, buf []byte, 
 	return false
 }
 
+// cascadeRecord is rec back on the delay topic, in the level of what is
+// left of its wait at now, due at due (absolute) with its original
+// timestamp.
 func (r *Relay) cascadeRecord(rec *kgo.Record, due, now time.Time) *kgo.Record {
 	tab := r.pol.table
 	return &kgo.Record{
@@ -60,4 +67,20 @@ func (r *Relay) deadLetterRecord(rec *kgo.Record, p int32, off int64, reason str
 		hs = append(hs, kgo.RecordHeader{Key: levels.HeaderOriginalTimestamp, Value: fmt.Appendf(nil, "%d", rec.Timestamp.UnixMilli())})
 	}
 	return &kgo.Record{Topic: r.cfg.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: hs}
+}
+
+// cancelledRecord is rec for KDELAY_CANCELLED_TOPIC (topic), cancelled at
+// now: everything kept, plus the source and the time of the cancel.
+func (r *Relay) cancelledRecord(rec *kgo.Record, topic string, p int32, off int64, now time.Time) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+2)
+	for _, h := range rec.Headers {
+		if h.Key != levels.HeaderSource && h.Key != levels.HeaderCancelledAt {
+			hs = append(hs, h)
+		}
+	}
+	hs = append(hs,
+		kgo.RecordHeader{Key: levels.HeaderSource, Value: []byte(levels.Source(r.cfg.Topic, p, off))},
+		kgo.RecordHeader{Key: levels.HeaderCancelledAt, Value: strconv.AppendInt(nil, now.UnixMilli(), 10)},
+	)
+	return &kgo.Record{Topic: topic, Key: rec.Key, Value: rec.Value, Headers: hs}
 }
