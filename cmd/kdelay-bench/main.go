@@ -172,7 +172,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dueLoad, "due-load", "preload", "duerate load: preload (every record produced before the first due time, as fast as the broker takes them; the figures of docs/benchmarks.md) or paced (each record produced --due-delay before its due time, at the due rate: a steady state)")
 	fs.DurationVar(&o.dueDelay, "due-delay", 12*time.Second, "paced duerate load: each record's delay (12s: read at level 10s, then 2s in the wheel)")
 	fs.StringVar(&susRelays, "sustained-relays", "1,2,4", "sustained: relay counts, comma list; each searches the highest due rate its group of relays holds")
-	fs.StringVar(&susRates, "sustained-rates", "10000,20000,40000,80000,160000", "sustained: due rates tried in order until one is not held (arrival p99 > 100ms, records missing, or the load fell short); then --sustained-refine halvings (quick: 300,600)")
+	fs.StringVar(&susRates, "sustained-rates", "20000,40000,80000,160000,320000,640000", "sustained: due rates tried in order until one is not held (arrival p99 > 100ms, records missing, or the load fell short); then --sustained-refine halvings (quick: 300,600)")
 	fs.IntVar(&o.sustainedSeconds, "sustained-seconds", 12, "sustained: seconds each due rate is held (quick: 2)")
 	fs.IntVar(&o.sustainedRefine, "sustained-refine", 2, "sustained: halvings between the last rate held and the first not held")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")

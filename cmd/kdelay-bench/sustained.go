@@ -46,13 +46,22 @@ func (b *bench) sustainedStep(ctx context.Context, rate, relays int) (*result, e
 	r := &result{Scenario: "sustained", Size: 100, Records: n, Partitions: b.o.partitions, Levels: "default (18 RocketMQ levels)", DueRate: rate, Delivery: atLeastOnce, DueLoad: "paced", Sustained: info}
 	r.Notes = append(r.Notes, fmt.Sprintf("%d records/s due for %d s, %d relay(s) in one group; each record produced %s before its due time", rate, secs, relays, b.o.dueDelay))
 	tab := b.table(prodLevels)
-	if err := b.createTopics(ctx, map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}, nm.target); err != nil {
+	topics := map[string]int{nm.delay: int(tab.Partitions()), nm.dlq: 1, nm.delay + ".cancel": 1, nm.target: b.o.partitions}
+	if err := b.createTopics(ctx, topics, nm.target); err != nil {
 		return r, err
 	}
 	rps, err := b.startGroup(ctx, tag, nm, relays, int(tab.Partitions()))
 	defer func() {
 		for _, rp := range rps {
 			rp.stop()
+		}
+		// A step at a high rate writes gigabytes: free the broker's disk.
+		var names []string
+		for t := range topics {
+			names = append(names, t)
+		}
+		if _, err := b.adm.DeleteTopics(context.WithoutCancel(ctx), names...); err != nil {
+			fmt.Fprintln(b.o.stderr, "warning: delete topics:", err)
 		}
 	}()
 	if err != nil {
