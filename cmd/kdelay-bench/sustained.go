@@ -226,7 +226,10 @@ type sustainedRow struct {
 	// bound: a step above best was not held for the load generator's
 	// reasons: best is a lower bound of what the relays hold.
 	bound bool
-	steps []string
+	// notHeld: some step was not held; without one, best is only a lower
+	// bound (every rate tried held).
+	notHeld bool
+	steps   []string
 }
 
 // sustainedRows summarises the sustained steps by relay count, in run
@@ -262,6 +265,7 @@ func sustainedRows(res *results) []sustainedRow {
 			row.best = max(row.best, r.DueRate)
 		default:
 			step += " not held (" + info.Why + ")"
+			row.notHeld = true
 		}
 		row.steps = append(row.steps, step)
 	}
@@ -293,8 +297,11 @@ func sustainedMarkdown(res *results) string {
 		best, vs := "none", "-"
 		if row.best > 0 {
 			best = rateName(row.best)
-			if row.bound {
+			switch {
+			case row.bound:
 				best = "≥ " + best + " (load-bound)"
+			case !row.notHeld:
+				best = "≥ " + best + " (every rate tried held)"
 			}
 			if one > 0 {
 				vs = fmt.Sprintf("%.2fx", float64(row.best)/float64(one))

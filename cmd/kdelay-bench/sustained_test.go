@@ -78,11 +78,13 @@ func TestSustainedMarkdown(t *testing.T) {
 	res := &results{Results: []*result{
 		step(1, 10_000, true, false, 20), step(1, 20_000, false, false, 300), step(1, 15_000, true, false, 60),
 		step(2, 10_000, true, false, 10), step(2, 20_000, true, false, 30), step(2, 40_000, false, true, 900),
+		step(4, 10_000, true, false, 10),
 	}}
 	md := sustainedMarkdown(res)
 	for _, want := range []string{
 		"| 1 | 15k/s | 1.00x | 10k/s: p99 20ms (append 10ms) held; 20k/s: p99 300ms (append 150ms) not held (arrival p99 x); 15k/s: p99 60ms (append 30ms) held |",
 		"| 2 | ≥ 20k/s (load-bound) | 1.33x |",
+		"| 4 | ≥ 10k/s (every rate tried held) | 0.67x |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
