@@ -43,27 +43,21 @@ func (x *Index) Due(now time.Time, bucket, horizon time.Duration) Histogram {
 	nowMs, startMs, bMs := now.UnixMilli(), start.UnixMilli(), bucket.Milliseconds()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for _, pt := range x.parts {
-		for _, e := range pt.entries {
-			if x.hidden(e) {
-				continue
+	x.each(nowMs, func(pt *part, e *entry, st string) {
+		switch {
+		case !Pending(st):
+		case st == StateDue:
+			h.Overdue++
+		default:
+			i := int((e.due - startMs) / max(bMs, 1))
+			if i >= n {
+				h.Later++
+				return
 			}
-			st, _ := x.state(e, pt, nowMs)
-			switch {
-			case !Pending(st):
-			case st == StateDue:
-				h.Overdue++
-			default:
-				i := int((e.due - startMs) / max(bMs, 1))
-				if i >= n {
-					h.Later++
-					continue
-				}
-				h.Buckets[i].Count++
-				h.Buckets[i].ByLevel[strconv.Itoa(int(e.level))]++
-			}
+			h.Buckets[i].Count++
+			h.Buckets[i].ByLevel[strconv.Itoa(pt.level)]++
 		}
-	}
+	})
 	return h
 }
 
@@ -87,23 +81,20 @@ func (x *Index) Levels(now time.Time) []LevelStats {
 	nowMs := now.UnixMilli()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for _, pt := range x.parts {
-		for _, e := range pt.entries {
-			if e.level < 1 || int(e.level) > len(out) || x.hidden(e) {
-				continue
-			}
-			st, _ := x.state(e, pt, nowMs)
-			ls := &out[e.level-1]
-			ls.States[st]++
-			if !Pending(st) {
-				continue
-			}
-			ls.Pending++
-			if d := time.UnixMilli(e.due).UTC(); ls.NextDue == nil || d.Before(*ls.NextDue) {
-				ls.NextDue = &d
-			}
+	x.each(nowMs, func(pt *part, e *entry, st string) {
+		if pt.level < 1 || pt.level > len(out) {
+			return
 		}
-	}
+		ls := &out[pt.level-1]
+		ls.States[st]++
+		if !Pending(st) {
+			return
+		}
+		ls.Pending++
+		if d := time.UnixMilli(e.due).UTC(); ls.NextDue == nil || d.Before(*ls.NextDue) {
+			ls.NextDue = &d
+		}
+	})
 	return out
 }
 
@@ -119,26 +110,39 @@ func (x *Index) Windows(now time.Time, bounds []time.Duration) map[int][]int {
 	nowMs := now.UnixMilli()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for _, pt := range x.parts {
-		for _, e := range pt.entries {
-			c := out[int(e.level)]
-			if c == nil || x.hidden(e) {
+	x.each(nowMs, func(pt *part, e *entry, st string) {
+		c := out[pt.level]
+		if c == nil || !Pending(st) {
+			return
+		}
+		if st == StateDue {
+			c[0]++
+			return
+		}
+		i := 0
+		for i < len(bounds) && e.due-nowMs > bounds[i].Milliseconds() {
+			i++
+		}
+		c[i+1]++
+	})
+	return out
+}
+
+// each calls fn with every record held that is not hidden, and its state
+// at now (epoch ms), partition by partition in offset order. x.mu is
+// held.
+func (x *Index) each(now int64, fn func(pt *part, e *entry, state string)) {
+	for p, pt := range x.parts {
+		if pt == nil {
+			continue
+		}
+		for i := pt.head; i < len(pt.entries); i++ {
+			e := &pt.entries[i]
+			if x.hidden(e, mkref(int32(p), pt.seqOf(i))) {
 				continue
 			}
-			st, _ := x.state(e, pt, nowMs)
-			if !Pending(st) {
-				continue
-			}
-			if st == StateDue {
-				c[0]++
-				continue
-			}
-			i := 0
-			for i < len(bounds) && e.due-nowMs > bounds[i].Milliseconds() {
-				i++
-			}
-			c[i+1]++
+			st, _ := x.state(pt, e, now)
+			fn(pt, e, st)
 		}
 	}
-	return out
 }

@@ -1,8 +1,10 @@
 package schedules
 
 import (
-	"container/heap"
+	"cmp"
 	"hash/maphash"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,44 +22,28 @@ type Cancels interface {
 	Cancelled(id []byte, ts int64) (cutoff int64, ok bool)
 }
 
-// entry is one delay-topic record in the index: its schedule, never its
-// value.
-type entry struct {
-	id, target, key string // target interned: targets repeat
-	series          string // a recurring series: levels.Recurrence.String, "" otherwise
-	due, ts, orig   int64  // epoch ms: due time, record timestamp, original timestamp
-	offset          int64
-	fp              uint64 // identifies a schedule across its cascaded copies
-	nextID          *entry // the next record with the same id (Index.byID's chain)
-	partition       int32
-	level           int16
-	cascaded        bool
-	invalid         bool // breaks the contract: its error is in Index.errs
-}
-
-// part is one partition of the delay topic: its commit, its done set and
-// its records from the committed offset on, in offset order.
-type part struct {
-	committed int64 // -1: no commit
-	done      offsetmap.Set
-	entries   []*entry
-}
-
 // Index holds the records of the delay topic above the relay group's
 // commits and answers queries about them. The zero value is not usable;
 // create one with [NewIndex]. Its methods are safe for concurrent use.
+//
+// Memory: a record costs 48 bytes, its id and key (plus a varint length
+// each), and 16 bytes in each of two orders (by due time, by id hash);
+// no pointer per record, so the garbage collector has little to scan.
+// Target names are interned. A partition's held ids and keys are bounded
+// by 4 GiB: Add refuses a record past that.
 type Index struct {
 	tab     *levels.Table
-	horizon time.Duration
+	horizon int64 // ms
 	cancels Cancels
 	seed    maphash.Seed
 
 	mu      sync.RWMutex
-	parts   map[int32]*part
-	byID    map[string]*entry   // the first record with the id; the others chained by nextID
-	copies  map[uint64][]*entry // cascaded copies by fingerprint, oldest first
-	errs    map[*entry]string   // why an invalid record breaks the contract
-	targets map[string]string   // interned target names
+	parts   []*part // by partition number, nil until a record or commit of it
+	byDue   order   // (due, ref) of every record held
+	byID    order   // (hash of the id, ref) of the records with an id
+	copies  copies  // cascaded copies by fingerprint
+	targets []string
+	tidx    map[string]uint16
 	n       int
 }
 
@@ -69,26 +55,58 @@ func NewIndex(tab *levels.Table, horizon time.Duration, cancels Cancels) *Index 
 		horizon = tab.MaxGap()
 	}
 	return &Index{
-		tab: tab, horizon: horizon, cancels: cancels, seed: maphash.MakeSeed(),
-		parts: make(map[int32]*part), byID: make(map[string]*entry), copies: make(map[uint64][]*entry),
-		errs: make(map[*entry]string), targets: make(map[string]string),
+		tab: tab, horizon: horizon.Milliseconds(), cancels: cancels, seed: maphash.MakeSeed(),
+		copies: newCopies(), tidx: make(map[string]uint16),
 	}
 }
 
+// part returns partition p, created when absent; nil when p is out of
+// the index's range.
 func (x *Index) part(p int32) *part {
+	if p < 0 || p > maxPart {
+		return nil
+	}
+	if int(p) >= len(x.parts) {
+		x.parts = append(x.parts, make([]*part, int(p)+1-len(x.parts))...)
+	}
 	pt := x.parts[p]
 	if pt == nil {
-		pt = &part{committed: -1}
+		pt = &part{committed: -1, level: x.tab.LevelOf(p)}
 		x.parts[p] = pt
 	}
 	return pt
 }
+
+// lookup returns the record r names while it is held. x.mu is held.
+func (x *Index) lookup(r ref) (*part, *entry, bool) {
+	p := r.part()
+	if int(p) >= len(x.parts) || x.parts[p] == nil {
+		return nil, nil, false
+	}
+	pt := x.parts[p]
+	e, ok := pt.at(r.seq())
+	return pt, e, ok
+}
+
+func (x *Index) alive(r ref) bool {
+	_, _, ok := x.lookup(r)
+	return ok
+}
+
+func (x *Index) idHash(id []byte) int64 { return int64(maphash.Bytes(x.seed, id)) }
 
 // Len returns the number of records held (pending or not).
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.n
+}
+
+// parsed is what Add keeps of a record, read before taking the lock.
+type parsed struct {
+	e      entry
+	s      strs
+	target string
 }
 
 // Add indexes a record of the delay topic. Control records, records below
@@ -99,75 +117,89 @@ func (x *Index) Add(rec *kgo.Record) bool {
 	if rec.Attrs.IsControl() {
 		return false
 	}
-	e, why := x.entryOf(rec)
+	r := x.parse(rec)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	pt := x.part(rec.Partition)
-	if rec.Offset < pt.committed || (len(pt.entries) > 0 && rec.Offset <= pt.entries[len(pt.entries)-1].offset) {
+	if pt == nil || rec.Offset < pt.committed || (pt.held() > 0 && rec.Offset <= pt.entries[len(pt.entries)-1].offset) {
 		return false
 	}
-	if t, ok := x.targets[e.target]; ok {
+	e := r.e
+	t, ok := x.tidx[r.target]
+	switch {
+	case ok:
 		e.target = t
-	} else {
-		x.targets[e.target] = e.target
+	case len(x.targets) < targetInArena:
+		e.target = uint16(len(x.targets))
+		x.tidx[r.target] = e.target
+		x.targets = append(x.targets, r.target)
+	default:
+		e.target = targetInArena
 	}
+	pos, ok := pt.appendStrs(r.s, e.flags, e.target == targetInArena)
+	if !ok {
+		return false
+	}
+	e.pos = pos
 	pt.entries = append(pt.entries, e)
+	rf := mkref(rec.Partition, pt.seqOf(len(pt.entries)-1))
 	x.n++
-	if e.invalid {
-		x.errs[e] = why
+	x.byDue.add(pair{e.due, rf}, x.alive)
+	if e.flags&flagID != 0 {
+		x.byID.add(pair{x.idHash(r.s.id), rf}, x.alive)
 	}
-	if e.id != "" {
-		if head := x.byID[e.id]; head == nil {
-			x.byID[e.id] = e
-		} else {
-			for head.nextID != nil {
-				head = head.nextID
-			}
-			head.nextID = e
-		}
-	}
-	if e.cascaded {
-		x.copies[e.fp] = append(x.copies[e.fp], e)
+	if e.flags&(flagCascaded|flagInvalid) == flagCascaded {
+		x.copies.add(e.fp, rf)
 	}
 	return true
 }
 
-// entryOf reads the schedule of rec, by the relay's rules, and the
-// contract error of an invalid one.
-func (x *Index) entryOf(rec *kgo.Record) (*entry, string) {
-	e := &entry{
-		key: string(rec.Key), offset: rec.Offset, partition: rec.Partition,
-		level: int16(x.tab.LevelOf(rec.Partition)), ts: rec.Timestamp.UnixMilli(),
-	}
+// parse reads the schedule of rec, by the relay's rules, and the contract
+// error of an invalid one.
+func (x *Index) parse(rec *kgo.Record) parsed {
+	var r parsed
+	e := &r.e
+	e.offset, e.ts = rec.Offset, rec.Timestamp.UnixMilli()
+	r.s.key = rec.Key
 	orig := levels.OriginalTimestamp(rec.Headers, time.Time{})
-	e.cascaded = !orig.IsZero()
-	if !e.cascaded {
+	if !orig.IsZero() {
+		e.flags |= flagCascaded
+	} else {
 		orig = rec.Timestamp
 	}
 	e.orig = orig.UnixMilli()
 	s, err := x.tab.Parse(rec.Headers, rec.Timestamp)
-	e.id, e.target = s.ID, s.Target
+	id := s.ID
+	r.target = s.Target
 	if err != nil {
-		e.invalid = true
-		if e.id == "" {
-			e.id = levels.ID(rec.Headers)
+		e.flags |= flagInvalid
+		r.s.err = []byte(err.Error())
+		if id == "" {
+			id = levels.ID(rec.Headers)
 		}
-		return e, err.Error()
+	} else {
+		e.due = s.Due.UnixMilli()
+		if s.Recur != nil {
+			e.flags |= flagSeries
+			r.s.series = []byte(s.Recur.String())
+		}
+		var h maphash.Hash
+		h.SetSeed(x.seed)
+		for _, s := range []string{string(rec.Key), s.Target, id} {
+			h.WriteString(s)
+			h.WriteByte(0)
+		}
+		h.Write(rec.Value)
+		var b [48]byte
+		h.Write(strconv.AppendInt(append(strconv.AppendInt(b[:0], e.due, 10), '/'), e.orig, 10))
+		e.fp = h.Sum64()
 	}
-	e.due = s.Due.UnixMilli()
-	if s.Recur != nil {
-		e.series = s.Recur.String()
+	if id != "" {
+		e.flags |= flagID
+		r.s.id = []byte(id)
 	}
-	var h maphash.Hash
-	h.SetSeed(x.seed)
-	for _, s := range []string{e.key, e.target, e.id} {
-		h.WriteString(s)
-		h.WriteByte(0)
-	}
-	h.Write(rec.Value)
-	h.WriteString(strconv.FormatInt(e.due, 10) + "/" + strconv.FormatInt(e.orig, 10))
-	e.fp = h.Sum64()
-	return e, ""
+	r.s.target = []byte(r.target)
+	return r
 }
 
 // Commit records the relay group's commit of partition p: its committed
@@ -179,18 +211,18 @@ func (x *Index) Commit(p int32, committed int64, done offsetmap.Set) (back bool)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	pt := x.part(p)
+	if pt == nil {
+		return false
+	}
 	if committed < pt.committed {
 		back = true
 	}
 	pt.committed, pt.done = committed, done
-	i := 0
+	i := pt.head
 	for i < len(pt.entries) && pt.entries[i].offset < committed {
-		x.drop(pt.entries[i])
 		i++
 	}
-	if i > 0 {
-		pt.entries = append(pt.entries[:0:0], pt.entries[i:]...)
-	}
+	x.drop(p, pt, i)
 	return back
 }
 
@@ -198,73 +230,56 @@ func (x *Index) Commit(p int32, committed int64, done offsetmap.Set) (back bool)
 func (x *Index) Reset(p int32) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	pt := x.part(p)
-	for _, e := range pt.entries {
-		x.drop(e)
-	}
-	pt.entries = nil
-}
-
-// drop removes e from the maps. x.mu is held.
-func (x *Index) drop(e *entry) {
-	x.n--
-	delete(x.errs, e)
-	if e.id != "" {
-		if head := x.byID[e.id]; head == e {
-			if e.nextID == nil {
-				delete(x.byID, e.id)
-			} else {
-				x.byID[e.id] = e.nextID
-			}
-		} else {
-			for ; head != nil; head = head.nextID {
-				if head.nextID == e {
-					head.nextID = e.nextID
-					break
-				}
-			}
-		}
-		e.nextID = nil
-	}
-	if e.cascaded {
-		if l := remove(x.copies[e.fp], e); len(l) == 0 {
-			delete(x.copies, e.fp)
-		} else {
-			x.copies[e.fp] = l
-		}
+	if pt := x.part(p); pt != nil {
+		x.drop(p, pt, len(pt.entries))
+		pt.reset()
 	}
 }
 
-func remove(l []*entry, e *entry) []*entry {
-	for i, o := range l {
-		if o == e {
-			return append(l[:i], l[i+1:]...)
+// drop lets go of the held records of pt before entries[end]. x.mu is
+// held.
+func (x *Index) drop(p int32, pt *part, end int) {
+	if end <= pt.head {
+		return
+	}
+	ids := 0
+	for i := pt.head; i < end; i++ {
+		e := &pt.entries[i]
+		if e.flags&flagID != 0 {
+			ids++
+		}
+		if e.flags&(flagCascaded|flagInvalid) == flagCascaded {
+			x.copies.remove(e.fp, mkref(p, pt.seqOf(i)))
 		}
 	}
-	return l
+	n := end - pt.head
+	x.n -= n
+	pt.dropHead(end)
+	x.byDue.removed(n, x.alive)
+	x.byID.removed(ids, x.alive)
 }
 
 // hidden reports whether e is not reported because another record stands
 // for the same schedule: an original whose cascaded copy is indexed, or a
 // copy cascaded again. x.mu is held.
-func (x *Index) hidden(e *entry) bool {
-	if e.invalid {
+func (x *Index) hidden(e *entry, r ref) bool {
+	if e.flags&flagInvalid != 0 || x.copies.empty() {
 		return false
 	}
-	l := x.copies[e.fp]
-	if len(l) == 0 {
+	last, ok := x.copies.lastOf(e.fp)
+	if !ok {
 		return false
 	}
-	return !e.cascaded || l[len(l)-1] != e
+	return e.flags&flagCascaded == 0 || last != r
 }
 
 // state returns e's state at now (epoch ms), and the cut-off of the cancel
 // that matches it (0 when none). x.mu is held.
-func (x *Index) state(e *entry, pt *part, now int64) (string, int64) {
+func (x *Index) state(pt *part, e *entry, now int64) (string, int64) {
 	var cutoff int64
 	cancelled := false
-	if e.id != "" && x.cancels != nil {
-		cutoff, cancelled = x.cancels.Cancelled([]byte(e.id), e.orig)
+	if e.flags&flagID != 0 && x.cancels != nil {
+		cutoff, cancelled = x.cancels.Cancelled(pt.id(e), e.orig)
 	}
 	if !cancelled {
 		cutoff = 0
@@ -272,31 +287,49 @@ func (x *Index) state(e *entry, pt *part, now int64) (string, int64) {
 	switch {
 	case pt.done.Done(e.offset):
 		return StateDone, cutoff
-	case e.invalid:
+	case e.flags&flagInvalid != 0:
 		return StateInvalid, cutoff
 	case cancelled:
 		return StateCancelled, cutoff
 	case e.due <= now:
 		return StateDue, 0
-	case now < e.ts+x.tab.Duration(int(e.level)).Milliseconds():
+	case now < e.ts+x.tab.Duration(pt.level).Milliseconds():
 		return StateWaiting, 0
-	case e.due-now <= x.horizon.Milliseconds():
+	case e.due-now <= x.horizon:
 		return StateWheel, 0
 	default:
 		return StateWaiting, 0 // read, about to cascade
 	}
 }
 
-func (x *Index) schedule(e *entry, state string, cutoff int64) Schedule {
-	s := Schedule{
-		ID: e.id, Target: e.target, Key: e.key, Level: int(e.level), Partition: e.partition, Offset: e.offset,
-		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: x.errs[e],
-		Recurring: e.series,
+// targetOf returns e's target name. x.mu is held.
+func (x *Index) targetOf(e *entry, s strs) string {
+	if e.target == targetInArena {
+		return string(s.target)
 	}
-	if !e.invalid {
+	return x.targets[e.target]
+}
+
+// hasTarget reports whether e's target is t, without allocating. x.mu is
+// held.
+func (x *Index) hasTarget(pt *part, e *entry, t string) bool {
+	if e.target == targetInArena {
+		return string(pt.strs(e).target) == t
+	}
+	return x.targets[e.target] == t
+}
+
+func (x *Index) schedule(r ref, pt *part, e *entry, state string, cutoff int64) Schedule {
+	st := pt.strs(e)
+	s := Schedule{
+		ID: string(st.id), Target: x.targetOf(e, st), Key: string(st.key), Level: pt.level, Partition: r.part(), Offset: e.offset,
+		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: string(st.err),
+		Recurring: string(st.series),
+	}
+	if e.flags&flagInvalid == 0 {
 		s.DueAt = time.UnixMilli(e.due).UTC()
 	}
-	if e.cascaded {
+	if e.flags&flagCascaded != 0 {
 		s.Location = LocationCascaded
 	}
 	if cutoff != 0 {
@@ -306,83 +339,104 @@ func (x *Index) schedule(e *entry, state string, cutoff int64) Schedule {
 	return s
 }
 
+// withID returns the refs of the records held with the kdelay-id id, in
+// partition and offset order. x.mu is held.
+func (x *Index) withID(id string) []ref {
+	rs := x.byID.refs(nil, x.idHash([]byte(id)))
+	return slices.DeleteFunc(rs, func(r ref) bool {
+		pt, e, ok := x.lookup(r)
+		return !ok || string(pt.id(e)) != id
+	})
+}
+
 // Get returns every record with the kdelay-id id held by the index, in
-// every state (pending, cancelled, done, invalid), in offset order per
-// partition; nil when there is none.
+// every state (pending, cancelled, done, invalid), in partition and offset
+// order; nil when there is none.
 func (x *Index) Get(id string, now time.Time) []Schedule {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	var out []Schedule
-	for e := x.byID[id]; e != nil; e = e.nextID {
-		if x.hidden(e) {
+	for _, r := range x.withID(id) {
+		pt, e, _ := x.lookup(r)
+		if x.hidden(e, r) {
 			continue
 		}
-		st, cut := x.state(e, x.parts[e.partition], now.UnixMilli())
-		out = append(out, x.schedule(e, st, cut))
+		st, cut := x.state(pt, e, now.UnixMilli())
+		out = append(out, x.schedule(r, pt, e, st, cut))
 	}
 	return out
 }
 
 // Query returns the records that match f at now, ordered by due time (then
 // partition and offset), at most f.Limit of them (all when 0), and the
-// cursor of the next page ("" when there is none).
+// cursor of the next page ("" when there is none). It walks the records
+// in due order from the cursor (or due_from) on and stops once the page
+// is full: the first page of what comes due next reads about a page of
+// records, whatever the index holds.
 func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
 	after, hasAfter := f.after()
 	nowMs := now.UnixMilli()
+	hasFrom, hasTo := !f.DueFrom.IsZero(), !f.DueTo.IsZero()
+	from, to := f.DueFrom.UnixMilli(), f.DueTo.UnixMilli()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var h resultHeap
-	keep := f.Limit + 1
-	visit := func(e *entry, pt *part) {
-		if f.Level != 0 && int(e.level) != f.Level ||
-			f.Target != "" && e.target != f.Target ||
-			f.Key != "" && e.key != f.Key ||
-			!f.DueFrom.IsZero() && e.due < f.DueFrom.UnixMilli() ||
-			!f.DueTo.IsZero() && e.due >= f.DueTo.UnixMilli() {
-			return
+	type result struct {
+		k      sortKey
+		r      ref
+		state  string
+		cutoff int64
+	}
+	var rs []result
+	full := func() bool { return f.Limit > 0 && len(rs) > f.Limit }
+	// visit takes the record r when it matches; false: the page is full.
+	visit := func(r ref) bool {
+		pt, e, ok := x.lookup(r)
+		if !ok || f.Level != 0 && pt.level != f.Level ||
+			f.Target != "" && !x.hasTarget(pt, e, f.Target) ||
+			f.Key != "" && string(pt.strs(e).key) != f.Key ||
+			hasFrom && e.due < from || hasTo && e.due >= to {
+			return true
 		}
-		k := sortKey{e.due, e.partition, e.offset}
-		if hasAfter && !after.less(k) {
-			return
+		k := sortKey{e.due, r.part(), e.offset}
+		if hasAfter && !after.less(k) || x.hidden(e, r) {
+			return true
 		}
-		if f.Limit > 0 && len(h) == keep && !k.less(h[0].k) {
-			return
-		}
-		if x.hidden(e) {
-			return
-		}
-		st, cut := x.state(e, pt, nowMs)
+		st, cut := x.state(pt, e, nowMs)
 		if !f.wants(st) {
-			return
+			return true
 		}
-		heap.Push(&h, result{k, e, st, cut})
-		if f.Limit > 0 && len(h) > keep {
-			heap.Pop(&h)
-		}
+		rs = append(rs, result{k, r, st, cut})
+		return !full()
 	}
 	if f.ID != "" {
-		for e := x.byID[f.ID]; e != nil; e = e.nextID {
-			visit(e, x.parts[e.partition])
+		for _, r := range x.withID(f.ID) {
+			visit(r)
 		}
+		slices.SortFunc(rs, func(a, b result) int { return a.k.compare(b.k) })
 	} else {
-		for _, pt := range x.parts {
-			for _, e := range pt.entries {
-				visit(e, pt)
-			}
+		start := int64(math.MinInt64)
+		if hasFrom {
+			start = from
 		}
-	}
-	rs := make([]result, len(h))
-	for i := len(h) - 1; i >= 0; i-- {
-		rs[i] = heap.Pop(&h).(result)
+		if hasAfter && after.due > start {
+			start = after.due
+		}
+		x.byDue.walk(start, func(p pair) bool {
+			if hasTo && p.k >= to {
+				return false
+			}
+			return visit(p.r)
+		})
 	}
 	next := ""
-	if f.Limit > 0 && len(rs) > f.Limit {
+	if full() {
 		rs = rs[:f.Limit]
 		next = rs[len(rs)-1].k.cursor()
 	}
 	out := make([]Schedule, len(rs))
 	for i, r := range rs {
-		out[i] = x.schedule(r.e, r.state, r.cutoff)
+		pt, e, _ := x.lookup(r.r)
+		out[i] = x.schedule(r.r, pt, e, r.state, r.cutoff)
 	}
 	return out, next
 }
@@ -394,33 +448,59 @@ type sortKey struct {
 	offset int64
 }
 
-func (a sortKey) less(b sortKey) bool {
-	if a.due != b.due {
-		return a.due < b.due
+func (a sortKey) less(b sortKey) bool { return a.compare(b) < 0 }
+
+func (a sortKey) compare(b sortKey) int {
+	if c := cmp.Compare(a.due, b.due); c != 0 {
+		return c
 	}
-	if a.part != b.part {
-		return a.part < b.part
+	if c := cmp.Compare(a.part, b.part); c != 0 {
+		return c
 	}
-	return a.offset < b.offset
+	return cmp.Compare(a.offset, b.offset)
 }
 
-type result struct {
-	k      sortKey
-	e      *entry
-	state  string
-	cutoff int64
+// copies tracks the cascaded copies held, by fingerprint, in the order
+// they were added: the last one stands for the schedule, hiding its
+// original and the earlier copies.
+type copies struct {
+	last  map[uint64]ref
+	older map[uint64][]ref // the others still held, oldest first
 }
 
-// resultHeap is a max-heap by sort key: its root is the last result kept.
-type resultHeap []result
+func newCopies() copies {
+	return copies{last: make(map[uint64]ref), older: make(map[uint64][]ref)}
+}
 
-func (h resultHeap) Len() int           { return len(h) }
-func (h resultHeap) Less(i, j int) bool { return h[j].k.less(h[i].k) }
-func (h resultHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *resultHeap) Push(v any)        { *h = append(*h, v.(result)) }
-func (h *resultHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
+func (c copies) empty() bool { return len(c.last) == 0 }
+
+func (c copies) add(fp uint64, r ref) {
+	if l, ok := c.last[fp]; ok {
+		c.older[fp] = append(c.older[fp], l)
+	}
+	c.last[fp] = r
+}
+
+func (c copies) remove(fp uint64, r ref) {
+	o := c.older[fp]
+	if l, ok := c.last[fp]; ok && l == r {
+		if len(o) == 0 {
+			delete(c.last, fp)
+			return
+		}
+		c.last[fp] = o[len(o)-1]
+		o = o[:len(o)-1]
+	} else if i := slices.Index(o, r); i >= 0 {
+		o = slices.Delete(o, i, i+1)
+	}
+	if len(o) == 0 {
+		delete(c.older, fp)
+	} else {
+		c.older[fp] = o
+	}
+}
+
+func (c copies) lastOf(fp uint64) (ref, bool) {
+	r, ok := c.last[fp]
+	return r, ok
 }
