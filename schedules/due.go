@@ -136,12 +136,12 @@ func (x *Index) each(now int64, fn func(pt *part, e *entry, state string)) {
 		if pt == nil {
 			continue
 		}
-		for i := pt.head; i < len(pt.entries); i++ {
-			e := &pt.entries[i]
+		for i := pt.head; i < pt.n; i++ {
+			c, e := pt.entry(i)
 			if x.hidden(e, mkref(int32(p), pt.seqOf(i))) {
 				continue
 			}
-			st, _ := x.state(pt, e, now)
+			st, _ := x.state(found{pt, c, e}, now)
 			fn(pt, e, st)
 		}
 	}

@@ -27,10 +27,12 @@ type Cancels interface {
 // create one with [NewIndex]. Its methods are safe for concurrent use.
 //
 // Memory: a record costs 48 bytes, its id and key (plus a varint length
-// each), and 16 bytes in each of two orders (by due time, by id hash);
-// no pointer per record, so the garbage collector has little to scan.
-// Target names are interned. A partition's held ids and keys are bounded
-// by 4 GiB: Add refuses a record past that.
+// each), and 16 bytes in each of two orders (by due time, by id hash),
+// all in chunks of fixed size (about 100 bytes a record with short ids
+// and keys); no pointer per record, so the garbage collector has little
+// to scan. Target names are interned. The strings of 1024 consecutive
+// records of a partition are bounded by 4 GiB: Add refuses a record past
+// that.
 type Index struct {
 	tab     *levels.Table
 	horizon int64 // ms
@@ -77,19 +79,26 @@ func (x *Index) part(p int32) *part {
 	return pt
 }
 
+// found is a record held: its partition, its chunk and its entry.
+type found struct {
+	pt *part
+	c  *chunk
+	e  *entry
+}
+
 // lookup returns the record r names while it is held. x.mu is held.
-func (x *Index) lookup(r ref) (*part, *entry, bool) {
+func (x *Index) lookup(r ref) (found, bool) {
 	p := r.part()
 	if int(p) >= len(x.parts) || x.parts[p] == nil {
-		return nil, nil, false
+		return found{}, false
 	}
 	pt := x.parts[p]
-	e, ok := pt.at(r.seq())
-	return pt, e, ok
+	c, e, ok := pt.at(r.seq())
+	return found{pt, c, e}, ok
 }
 
 func (x *Index) alive(r ref) bool {
-	_, _, ok := x.lookup(r)
+	_, ok := x.lookup(r)
 	return ok
 }
 
@@ -121,7 +130,10 @@ func (x *Index) Add(rec *kgo.Record) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	pt := x.part(rec.Partition)
-	if pt == nil || rec.Offset < pt.committed || (pt.held() > 0 && rec.Offset <= pt.entries[len(pt.entries)-1].offset) {
+	if pt == nil || rec.Offset < pt.committed {
+		return false
+	}
+	if last, ok := pt.last(); ok && rec.Offset <= last.offset {
 		return false
 	}
 	e := r.e
@@ -136,13 +148,11 @@ func (x *Index) Add(rec *kgo.Record) bool {
 	default:
 		e.target = targetInArena
 	}
-	pos, ok := pt.appendStrs(r.s, e.flags, e.target == targetInArena)
+	seq, ok := pt.add(e, r.s)
 	if !ok {
 		return false
 	}
-	e.pos = pos
-	pt.entries = append(pt.entries, e)
-	rf := mkref(rec.Partition, pt.seqOf(len(pt.entries)-1))
+	rf := mkref(rec.Partition, seq)
 	x.n++
 	x.byDue.add(pair{e.due, rf}, x.alive)
 	if e.flags&flagID != 0 {
@@ -219,8 +229,10 @@ func (x *Index) Commit(p int32, committed int64, done offsetmap.Set) (back bool)
 	}
 	pt.committed, pt.done = committed, done
 	i := pt.head
-	for i < len(pt.entries) && pt.entries[i].offset < committed {
-		i++
+	for ; i < pt.n; i++ {
+		if _, e := pt.entry(i); e.offset >= committed {
+			break
+		}
 	}
 	x.drop(p, pt, i)
 	return back
@@ -231,7 +243,7 @@ func (x *Index) Reset(p int32) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if pt := x.part(p); pt != nil {
-		x.drop(p, pt, len(pt.entries))
+		x.drop(p, pt, pt.n)
 		pt.reset()
 	}
 }
@@ -244,7 +256,7 @@ func (x *Index) drop(p int32, pt *part, end int) {
 	}
 	ids := 0
 	for i := pt.head; i < end; i++ {
-		e := &pt.entries[i]
+		_, e := pt.entry(i)
 		if e.flags&flagID != 0 {
 			ids++
 		}
@@ -275,11 +287,12 @@ func (x *Index) hidden(e *entry, r ref) bool {
 
 // state returns e's state at now (epoch ms), and the cut-off of the cancel
 // that matches it (0 when none). x.mu is held.
-func (x *Index) state(pt *part, e *entry, now int64) (string, int64) {
+func (x *Index) state(f found, now int64) (string, int64) {
+	pt, e := f.pt, f.e
 	var cutoff int64
 	cancelled := false
 	if e.flags&flagID != 0 && x.cancels != nil {
-		cutoff, cancelled = x.cancels.Cancelled(pt.id(e), e.orig)
+		cutoff, cancelled = x.cancels.Cancelled(f.c.id(e), e.orig)
 	}
 	if !cancelled {
 		cutoff = 0
@@ -312,15 +325,16 @@ func (x *Index) targetOf(e *entry, s strs) string {
 
 // hasTarget reports whether e's target is t, without allocating. x.mu is
 // held.
-func (x *Index) hasTarget(pt *part, e *entry, t string) bool {
-	if e.target == targetInArena {
-		return string(pt.strs(e).target) == t
+func (x *Index) hasTarget(f found, t string) bool {
+	if f.e.target == targetInArena {
+		return string(f.c.strs(f.e).target) == t
 	}
-	return x.targets[e.target] == t
+	return x.targets[f.e.target] == t
 }
 
-func (x *Index) schedule(r ref, pt *part, e *entry, state string, cutoff int64) Schedule {
-	st := pt.strs(e)
+func (x *Index) schedule(r ref, f found, state string, cutoff int64) Schedule {
+	pt, e := f.pt, f.e
+	st := f.c.strs(e)
 	s := Schedule{
 		ID: string(st.id), Target: x.targetOf(e, st), Key: string(st.key), Level: pt.level, Partition: r.part(), Offset: e.offset,
 		OriginalTimestamp: time.UnixMilli(e.orig).UTC(), State: state, Location: LocationLevel, Error: string(st.err),
@@ -344,8 +358,8 @@ func (x *Index) schedule(r ref, pt *part, e *entry, state string, cutoff int64) 
 func (x *Index) withID(id string) []ref {
 	rs := x.byID.refs(nil, x.idHash([]byte(id)))
 	return slices.DeleteFunc(rs, func(r ref) bool {
-		pt, e, ok := x.lookup(r)
-		return !ok || string(pt.id(e)) != id
+		f, ok := x.lookup(r)
+		return !ok || string(f.c.id(f.e)) != id
 	})
 }
 
@@ -357,12 +371,12 @@ func (x *Index) Get(id string, now time.Time) []Schedule {
 	defer x.mu.RUnlock()
 	var out []Schedule
 	for _, r := range x.withID(id) {
-		pt, e, _ := x.lookup(r)
-		if x.hidden(e, r) {
+		f, _ := x.lookup(r)
+		if x.hidden(f.e, r) {
 			continue
 		}
-		st, cut := x.state(pt, e, now.UnixMilli())
-		out = append(out, x.schedule(r, pt, e, st, cut))
+		st, cut := x.state(f, now.UnixMilli())
+		out = append(out, x.schedule(r, f, st, cut))
 	}
 	return out
 }
@@ -390,10 +404,11 @@ func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
 	full := func() bool { return f.Limit > 0 && len(rs) > f.Limit }
 	// visit takes the record r when it matches; false: the page is full.
 	visit := func(r ref) bool {
-		pt, e, ok := x.lookup(r)
-		if !ok || f.Level != 0 && pt.level != f.Level ||
-			f.Target != "" && !x.hasTarget(pt, e, f.Target) ||
-			f.Key != "" && string(pt.strs(e).key) != f.Key ||
+		h, ok := x.lookup(r)
+		e := h.e
+		if !ok || f.Level != 0 && h.pt.level != f.Level ||
+			f.Target != "" && !x.hasTarget(h, f.Target) ||
+			f.Key != "" && string(h.c.strs(e).key) != f.Key ||
 			hasFrom && e.due < from || hasTo && e.due >= to {
 			return true
 		}
@@ -401,7 +416,7 @@ func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
 		if hasAfter && !after.less(k) || x.hidden(e, r) {
 			return true
 		}
-		st, cut := x.state(pt, e, nowMs)
+		st, cut := x.state(h, nowMs)
 		if !f.wants(st) {
 			return true
 		}
@@ -435,8 +450,8 @@ func (x *Index) Query(f Filter, now time.Time) ([]Schedule, string) {
 	}
 	out := make([]Schedule, len(rs))
 	for i, r := range rs {
-		pt, e, _ := x.lookup(r.r)
-		out[i] = x.schedule(r.r, pt, e, r.state, r.cutoff)
+		h, _ := x.lookup(r.r)
+		out[i] = x.schedule(r.r, h, r.state, r.cutoff)
 	}
 	return out, next
 }

@@ -28,17 +28,20 @@ const orderBuf = 4096
 // the latest additions (at most orderBuf, unsorted), merged into the run
 // when full. A pair whose record left the index stays until the dead ones
 // make up a quarter of the order; then one pass drops them all (alive
-// tells which are left). 16 bytes a pair, no pointers.
+// tells which). 16 bytes a pair, no pointers, in chunks of equal size.
 //
 // An order is not safe for concurrent use: the Index's lock guards it.
 type order struct {
-	run  []pair
+	run  pairs
 	buf  []pair
 	dead int // pairs counted by removed and still held
 }
 
 // add inserts p.
 func (o *order) add(p pair, alive func(ref) bool) {
+	if o.buf == nil {
+		o.buf = make([]pair, 0, orderBuf)
+	}
 	o.buf = append(o.buf, p)
 	if len(o.buf) >= orderBuf {
 		o.merge(alive)
@@ -49,7 +52,7 @@ func (o *order) add(p pair, alive func(ref) bool) {
 // gone from now on) and drops the dead pairs once they are many.
 func (o *order) removed(n int, alive func(ref) bool) {
 	o.dead += n
-	if o.dead >= orderBuf && o.dead > (len(o.run)+len(o.buf))/4 {
+	if o.dead >= orderBuf && o.dead > (o.run.n+len(o.buf))/4 {
 		o.merge(alive)
 	}
 }
@@ -58,35 +61,44 @@ func (o *order) removed(n int, alive func(ref) bool) {
 // there are any.
 func (o *order) merge(alive func(ref) bool) {
 	if o.dead > 0 {
-		keep := func(p pair) bool { return !alive(p.r) }
-		o.run = slices.DeleteFunc(o.run, keep)
-		o.buf = slices.DeleteFunc(o.buf, keep)
-		o.dead = 0
-		if c := cap(o.run); c > 1<<16 && c > 4*len(o.run) {
-			o.run = append(make([]pair, 0, len(o.run)+len(o.run)/4+orderBuf), o.run...)
+		w := 0
+		for i := range o.run.n {
+			if p := *o.run.at(i); alive(p.r) {
+				*o.run.at(w) = p
+				w++
+			}
 		}
+		o.run.resize(w)
+		o.buf = slices.DeleteFunc(o.buf, func(p pair) bool { return !alive(p.r) })
+		o.dead = 0
 	}
 	slices.SortFunc(o.buf, pair.compare)
-	n, m := len(o.run), len(o.buf)
-	o.run = slices.Grow(o.run, m)[:n+m]
+	n, m := o.run.n, len(o.buf)
+	o.run.resize(n + m)
 	// Merge from the back, in place.
 	i, j := n-1, m-1
 	for w := n + m - 1; j >= 0; w-- {
-		if i >= 0 && o.buf[j].compare(o.run[i]) < 0 {
-			o.run[w] = o.run[i]
+		if i >= 0 && o.buf[j].compare(*o.run.at(i)) < 0 {
+			*o.run.at(w) = *o.run.at(i)
 			i--
 		} else {
-			o.run[w] = o.buf[j]
+			*o.run.at(w) = o.buf[j]
 			j--
 		}
 	}
 	o.buf = o.buf[:0]
 }
 
+// search returns the index of the first pair of the run whose key is at
+// least k.
+func (o *order) search(k int64) int {
+	return sort.Search(o.run.n, func(i int) bool { return o.run.at(i).k >= k })
+}
+
 // walk calls fn with the pairs whose key is at least from, in order, dead
 // ones included, until fn returns false.
 func (o *order) walk(from int64, fn func(pair) bool) {
-	i := sort.Search(len(o.run), func(i int) bool { return o.run[i].k >= from })
+	i := o.search(from)
 	var b []pair
 	for _, p := range o.buf {
 		if p.k >= from {
@@ -95,10 +107,10 @@ func (o *order) walk(from int64, fn func(pair) bool) {
 	}
 	slices.SortFunc(b, pair.compare)
 	j := 0
-	for i < len(o.run) || j < len(b) {
+	for i < o.run.n || j < len(b) {
 		var p pair
-		if j == len(b) || i < len(o.run) && o.run[i].compare(b[j]) < 0 {
-			p = o.run[i]
+		if j == len(b) || i < o.run.n && o.run.at(i).compare(b[j]) < 0 {
+			p = *o.run.at(i)
 			i++
 		} else {
 			p = b[j]
@@ -114,8 +126,8 @@ func (o *order) walk(from int64, fn func(pair) bool) {
 // included, in ref order.
 func (o *order) refs(dst []ref, k int64) []ref {
 	start := len(dst)
-	for i := sort.Search(len(o.run), func(i int) bool { return o.run[i].k >= k }); i < len(o.run) && o.run[i].k == k; i++ {
-		dst = append(dst, o.run[i].r)
+	for i := o.search(k); i < o.run.n && o.run.at(i).k == k; i++ {
+		dst = append(dst, o.run.at(i).r)
 	}
 	for _, p := range o.buf {
 		if p.k == k {
@@ -124,4 +136,28 @@ func (o *order) refs(dst []ref, k int64) []ref {
 	}
 	slices.Sort(dst[start:])
 	return dst
+}
+
+// pairChunk is the number of pairs of a chunk of a run (64 KiB).
+const pairChunk = 4096
+
+// pairs is a sequence of pairs in chunks of pairChunk: it grows and
+// shrinks without copying, and its chunks are all of one size, so the
+// heap reuses what a shrink gives back.
+type pairs struct {
+	chunks [][]pair
+	n      int
+}
+
+func (v *pairs) at(i int) *pair { return &v.chunks[i/pairChunk][i%pairChunk] }
+
+// resize sets the length to n: new pairs are zero; chunks past the end go.
+func (v *pairs) resize(n int) {
+	for len(v.chunks)*pairChunk < n {
+		v.chunks = append(v.chunks, make([]pair, pairChunk))
+	}
+	keep := (n + pairChunk - 1) / pairChunk
+	clear(v.chunks[keep:])
+	v.chunks = v.chunks[:keep]
+	v.n = n
 }

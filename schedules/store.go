@@ -27,8 +27,8 @@ func (r ref) seq() uint64           { return uint64(r) & seqMask }
 
 // entry is one delay-topic record in the index: its schedule, never its
 // value; 48 bytes, no pointers. Its id, key and the rarer strings (target
-// when not interned, series, contract error) are in its partition's
-// arena from pos on.
+// when not interned, series, contract error) are in its chunk's arena
+// from pos on.
 type entry struct {
 	offset int64
 	due    int64 // epoch ms; 0 for an invalid record
@@ -51,74 +51,112 @@ const (
 	targetInArena = math.MaxUint16
 )
 
-// strs are the strings of an entry, read from its arena; they alias the
-// arena and are valid until the index changes.
+// strs are the strings of an entry; read from an arena, they alias it.
 type strs struct {
 	id, key, target, series, err []byte
 }
 
+// chunkLen is the number of entries of a chunk (48 KiB of them). Fixed-size
+// chunks make a partition grow and shrink without copying its records or
+// leaving holes of odd sizes in the heap.
+const chunkLen = 1024
+
+// chunk holds chunkLen consecutive records of a partition (its last chunk
+// fewer) and their strings.
+type chunk struct {
+	entries []entry
+	arena   []byte
+}
+
 // part is one partition of the delay topic: its commit, its done set and
-// its records from the committed offset on, in offset order.
+// its records from the committed offset on, in offset order, in chunks.
 type part struct {
 	committed int64 // -1: no commit
 	done      offsetmap.Set
 	level     int
-	entries   []entry // entries[head:] are held
-	head      int
-	seq0      uint64 // the sequence number of entries[0]
-	arena     []byte // the strings of entries[head:], from entries[head].pos on
+	chunks    []*chunk
+	n         int    // entries in chunks
+	head      int    // the held records are entries head..n-1
+	seq0      uint64 // the sequence number of the first entry of chunks[0]
 }
 
 // held returns the number of records held.
-func (pt *part) held() int { return len(pt.entries) - pt.head }
+func (pt *part) held() int { return pt.n - pt.head }
 
-// at returns the entry with sequence number seq while it is held.
-func (pt *part) at(seq uint64) (*entry, bool) {
-	if seq < pt.seq0 {
-		return nil, false
-	}
-	i := seq - pt.seq0
-	if i < uint64(pt.head) || i >= uint64(len(pt.entries)) {
-		return nil, false
-	}
-	return &pt.entries[i], true
+// entry returns the i-th entry of the chunks and its chunk.
+func (pt *part) entry(i int) (*chunk, *entry) {
+	c := pt.chunks[i/chunkLen]
+	return c, &c.entries[i%chunkLen]
 }
 
-// seqOf returns the sequence number of entries[i].
+// at returns the entry with sequence number seq while it is held.
+func (pt *part) at(seq uint64) (*chunk, *entry, bool) {
+	if seq < pt.seq0 {
+		return nil, nil, false
+	}
+	i := seq - pt.seq0
+	if i < uint64(pt.head) || i >= uint64(pt.n) {
+		return nil, nil, false
+	}
+	c, e := pt.entry(int(i))
+	return c, e, true
+}
+
+// seqOf returns the sequence number of the i-th entry.
 func (pt *part) seqOf(i int) uint64 { return pt.seq0 + uint64(i) }
 
-// appendStrs writes the strings of an entry to the arena and returns
-// where they start; false when the arena would outgrow its 4 GiB offsets.
-func (pt *part) appendStrs(s strs, flags uint8, targetToo bool) (uint32, bool) {
-	need := 5*binary.MaxVarintLen32 + len(s.id) + len(s.key) + len(s.target) + len(s.series) + len(s.err)
-	if len(pt.arena)+need > math.MaxUint32 {
-		pt.compact()
-		if len(pt.arena)+need > math.MaxUint32 {
-			return 0, false
-		}
+// last returns the last entry held; false when none is.
+func (pt *part) last() (*entry, bool) {
+	if pt.held() == 0 {
+		return nil, false
 	}
-	pos := uint32(len(pt.arena))
+	_, e := pt.entry(pt.n - 1)
+	return e, true
+}
+
+// add appends e with its strings and returns its sequence number; false
+// when its chunk's arena would outgrow its 4 GiB offsets.
+func (pt *part) add(e entry, s strs) (uint64, bool) {
+	if pt.n == len(pt.chunks)*chunkLen {
+		pt.chunks = append(pt.chunks, &chunk{entries: make([]entry, 0, chunkLen)})
+	}
+	c := pt.chunks[len(pt.chunks)-1]
+	need := 5*binary.MaxVarintLen32 + len(s.id) + len(s.key) + len(s.target) + len(s.series) + len(s.err)
+	if len(c.arena)+need > math.MaxUint32 {
+		return 0, false
+	}
+	if c.arena == nil {
+		// Records alike fill it once.
+		c.arena = make([]byte, 0, min(chunkLen*(need-5*binary.MaxVarintLen32+4), 256<<10))
+	}
+	e.pos = uint32(len(c.arena))
 	put := func(b []byte) {
-		pt.arena = binary.AppendUvarint(pt.arena, uint64(len(b)))
-		pt.arena = append(pt.arena, b...)
+		c.arena = binary.AppendUvarint(c.arena, uint64(len(b)))
+		c.arena = append(c.arena, b...)
 	}
 	put(s.id)
 	put(s.key)
-	if targetToo {
+	if e.target == targetInArena {
 		put(s.target)
 	}
-	if flags&flagSeries != 0 {
+	if e.flags&flagSeries != 0 {
 		put(s.series)
 	}
-	if flags&flagInvalid != 0 {
+	if e.flags&flagInvalid != 0 {
 		put(s.err)
 	}
-	return pos, true
+	c.entries = append(c.entries, e)
+	if len(c.entries) == chunkLen && cap(c.arena)-len(c.arena) > len(c.arena)/8 {
+		c.arena = append([]byte(nil), c.arena...) // full: give back the slack
+	}
+	pt.n++
+	return pt.seqOf(pt.n - 1), true
 }
 
-// strs reads e's strings; the target only when it is in the arena.
-func (pt *part) strs(e *entry) strs {
-	b := pt.arena[e.pos:]
+// strs reads e's strings from its chunk; the target only when it is in
+// the arena.
+func (c *chunk) strs(e *entry) strs {
+	b := c.arena[e.pos:]
 	next := func() []byte {
 		n, w := binary.Uvarint(b)
 		s := b[w : w+int(n) : w+int(n)]
@@ -140,54 +178,29 @@ func (pt *part) strs(e *entry) strs {
 	return s
 }
 
-// id reads e's id.
-func (pt *part) id(e *entry) []byte {
-	n, w := binary.Uvarint(pt.arena[e.pos:])
+// id reads e's id from its chunk.
+func (c *chunk) id(e *entry) []byte {
+	n, w := binary.Uvarint(c.arena[e.pos:])
 	start := int(e.pos) + w
-	return pt.arena[start : start+int(n) : start+int(n)]
+	return c.arena[start : start+int(n) : start+int(n)]
 }
 
-// dropHead lets go of the held records before entries[i] and compacts
-// once they are half of the slice.
+// dropHead lets go of the held records before the i-th entry; chunks
+// with none held left go.
 func (pt *part) dropHead(i int) {
 	pt.head = i
-	if pt.head > 0 && pt.head*2 >= len(pt.entries) {
-		pt.compact()
-	}
-}
-
-// compact moves the held entries and their strings to the front, and
-// gives back memory when the slices are mostly empty.
-func (pt *part) compact() {
-	if pt.head == 0 {
-		return
-	}
-	held := pt.entries[pt.head:]
-	var shift uint32
-	if len(held) > 0 {
-		shift = held[0].pos
-	} else {
-		shift = uint32(len(pt.arena))
-	}
-	n := copy(pt.arena, pt.arena[shift:])
-	pt.arena = pt.arena[:n]
-	for i := range held {
-		held[i].pos -= shift
-	}
-	pt.seq0 += uint64(pt.head)
-	pt.entries = pt.entries[:copy(pt.entries, held)]
-	pt.head = 0
-	if c := cap(pt.entries); c > 1024 && c > 4*len(pt.entries) {
-		pt.entries = append(make([]entry, 0, 2*len(pt.entries)), pt.entries...)
-	}
-	if c := cap(pt.arena); c > 64<<10 && c > 4*len(pt.arena) {
-		pt.arena = append(make([]byte, 0, 2*len(pt.arena)), pt.arena...)
+	for pt.head >= chunkLen {
+		pt.chunks[0] = nil
+		pt.chunks = pt.chunks[1:]
+		pt.head -= chunkLen
+		pt.n -= chunkLen
+		pt.seq0 += chunkLen
 	}
 }
 
 // reset lets go of every held record: their sequence numbers are never
 // used again.
 func (pt *part) reset() {
-	pt.head = len(pt.entries)
-	pt.compact()
+	pt.seq0 += uint64(pt.n)
+	pt.chunks, pt.n, pt.head = nil, 0, 0
 }
