@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -69,8 +70,17 @@ docs/console.md for the API.`,
 	return cmd
 }
 
+// consoleGCPercent is the console's garbage-collection target (GOGC) when
+// neither GOGC nor GOMEMLIMIT is set: its heap is mostly the index, which
+// holds no pointers, so collecting more often costs little CPU and keeps
+// the heap within about 1.5 times what is live instead of 2.
+const consoleGCPercent = 50
+
 func (a *app) serveConsole(ctx context.Context, cfg config.Config, cc config.Console) error {
 	log := cfg.Logger(a.stderr)
+	if a.environ["GOGC"] == "" && a.environ["GOMEMLIMIT"] == "" {
+		debug.SetGCPercent(consoleGCPercent)
+	}
 	kopts, err := cfg.KafkaOpts(log)
 	if err != nil {
 		return err
