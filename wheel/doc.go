@@ -29,8 +29,8 @@
 // out from one scan does not map the whole wheel (madvise MADV_DONTNEED on
 // Linux; the page cache keeps them).
 // The active segment, whose entries lie scattered, is read with pread (a
-// 4 KiB block at a time where its records lie close together: entries
-// added in due order); the records a scan read from it are kept for their
+// 64 KiB block at a time where its records lie close together: entries
+// added in due order, a burst); the records a scan read from it are kept for their
 // hand-out (at most 1 MiB).
 //
 // # Compaction

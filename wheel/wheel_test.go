@@ -885,14 +885,14 @@ func TestDoneWhileQueued(t *testing.T) {
 // TestInOrderBlockReads: entries added in due order lie next to each other
 // in the active segment, where Expire reads them a block at a time
 // (readActive). Payloads of every size around the block (tiny, a few KiB
-// spanning two blocks, larger than a block), added while earlier ones are
+// spanning two pages or two blocks, larger than a block), added while earlier ones are
 // handed out (the segment grows under a block already read), come out
 // whole and unmixed.
 func TestInOrderBlockReads(t *testing.T) {
 	w, _ := openT(t, t.TempDir(), Options{}, t0)
 	defer w.Close()
 	r := rand.New(rand.NewPCG(3, 4))
-	sizes := []int{1, 60, 200, 3000, 4090, 4100, 9000}
+	sizes := []int{1, 60, 200, 3000, 4090, 4100, 9000, 40000, 65500, 70000}
 	var want []Entry
 	var off int64
 	add := func(due int64) {
