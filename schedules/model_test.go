@@ -1,7 +1,8 @@
 package schedules
 
-// The index as it was first written (a pointer per record, every query a
-// full walk), kept as the model the compact Index must agree with.
+// model is the index in its plainest form (a pointer per record, maps by
+// id and by fingerprint, every query a full walk): the reference the
+// compact Index must agree with (TestIndexAgreesWithModel).
 
 import (
 	"container/heap"
