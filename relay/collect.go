@@ -137,7 +137,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 			}
 			ps.pop()
 			if d.mismatch {
-				r.m.mismatched.WithLabelValues(levelLabel(ps.level)).Inc()
+				r.m.mismatchedAt(ps.level).Inc()
 			}
 			it := &item{part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true, orig: rec, due: d.sched.Due}
 			if d.act != actDeadLetter {
@@ -234,7 +234,7 @@ func (r *Relay) addToWheel(now time.Time, ps *partState, rec *kgo.Record, due ti
 	})
 	switch {
 	case err == nil:
-		r.m.wheelAdded.WithLabelValues(levelLabel(ps.level)).Inc()
+		r.m.wheeledAt(ps.level).Inc()
 		return true
 	case errors.Is(err, wheel.ErrInvalid):
 		r.log.Warn("wheel refused the record; cascading it instead", "source", levels.Source(r.cfg.Topic, ps.p, rec.Offset), "err", err)

@@ -66,7 +66,7 @@ func (r *Relay) finish(b []*item, flush bool) {
 			ls.lateness.Observe(it.ackedAt.Sub(it.due).Seconds())
 			ls.sendLateness.Observe(float64(it.handedNs-it.due.UnixNano()) / 1e9)
 		case kCascade:
-			r.m.cascaded.WithLabelValues(levelLabel(it.level)).Inc()
+			r.m.cascadedAt(it.level).Inc()
 			if it.pair != nil {
 				r.nextSettled(it) // a series' next occurrence (recur.go)
 			}

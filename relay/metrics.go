@@ -51,6 +51,32 @@ type levelSeries struct {
 	consumed, forwardedDirect, forwardedWheel prometheus.Counter
 	lateness, sendLateness                    prometheus.Observer
 	nextDue, lag                              prometheus.Gauge
+
+	// Created on first use (lazySeries), so that a level's series of
+	// these appears once it counts, as without the cache.
+	wheeled, cascaded, mismatched prometheus.Counter
+}
+
+// lazySeries returns *c, first set to vec's series of level.
+func lazySeries(c *prometheus.Counter, vec *prometheus.CounterVec, level int) prometheus.Counter {
+	if *c == nil {
+		*c = vec.WithLabelValues(levelLabel(level))
+	}
+	return *c
+}
+
+// wheeledAt, cascadedAt and mismatchedAt are the cached series of level of
+// kdelay_records_wheeled_total, _cascaded_total and _level_mismatch_total.
+func (m *metrics) wheeledAt(level int) prometheus.Counter {
+	return lazySeries(&m.level(level).wheeled, m.wheelAdded, level)
+}
+
+func (m *metrics) cascadedAt(level int) prometheus.Counter {
+	return lazySeries(&m.level(level).cascaded, m.cascaded, level)
+}
+
+func (m *metrics) mismatchedAt(level int) prometheus.Counter {
+	return lazySeries(&m.level(level).mismatched, m.mismatched, level)
 }
 
 // level returns the cached series of level, creating them on first use.
