@@ -47,8 +47,9 @@ type item struct {
 	sentAt    time.Time // when the current attempt was handed over (its iteration's time)
 	handedNs  int64     // unix ns of the current attempt's produce call (kdelay_send_lateness_seconds)
 	finished  atomic.Bool
-	attempted bool      // it.out was handed to the producer once (a later attempt sends a copy)
-	group     *attempts // the attempts the current attempt belongs to (done when they all are)
+	attempted bool       // it.out was handed to the producer once (a later attempt sends a copy)
+	group     *attempts  // the attempts the current attempt belongs to (done when they all are)
+	actx      attemptCtx // the current attempt's record context (produce.go)
 
 	// Retry state of an item whose produce failed.
 	isolate   bool          // produce alone: a whole batch failed as too large

@@ -52,8 +52,17 @@ func (r *Relay) startProduce(ctx context.Context, at *attempts, it *item, now ti
 
 // handOff is one attempt ready for the producer (handOut).
 type handOff struct {
-	ctx  context.Context
-	rec  *kgo.Record
+	ctx context.Context
+	rec *kgo.Record
+}
+
+// attemptCtx is the Context of an attempt's record: the attempt's own
+// context with what its promise needs, so that one promise function
+// serves every attempt (Relay.promised) instead of a closure allocated
+// per record. Each item holds its own (item.actx), rewritten by each
+// attempt, which starts only once the previous one has its outcome.
+type attemptCtx struct {
+	context.Context
 	it   *item
 	at   *attempts
 	mark *manualMark
@@ -95,25 +104,30 @@ func (r *Relay) handOut(ctx context.Context, at *attempts, it *item, now time.Ti
 	if r.tracer != nil {
 		span = r.tracer.start(it, rec, now)
 	}
-	return handOff{ctx: ctx, rec: rec, it: it, at: at, mark: mark, span: span}
+	it.actx = attemptCtx{Context: ctx, it: it, at: at, mark: mark, span: span}
+	rec.Context = &it.actx
+	return handOff{ctx: ctx, rec: rec}
 }
 
-// produce hands h to the producer; its promise writes the attempt's
-// outcome into the item. r.mu need not be held.
-func (r *Relay) produce(h handOff) {
-	rec, it, at, mark, span := h.rec, h.it, h.at, h.mark, h.span
-	r.cl.Produce(h.ctx, rec, func(_ *kgo.Record, err error) {
-		if err != nil && mark != nil && mark.outOfRange.Load() {
-			err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
-		}
-		it.err = err
-		it.ackedAt = r.now()
-		if span != nil {
-			r.tracer.end(span, err, it.ackedAt)
-		}
-		it.finished.Store(true)
-		at.release()
-	})
+// produce hands h to the producer; its promise (promised) writes the
+// attempt's outcome into the item. r.mu need not be held.
+func (r *Relay) produce(h handOff) { r.cl.Produce(h.ctx, h.rec, r.promise) }
+
+// promised is the promise of every attempt (Relay.promise, this method's
+// value made once): the attempt is its record's Context (handOut).
+func (r *Relay) promised(rec *kgo.Record, err error) {
+	a := rec.Context.(*attemptCtx)
+	it, at, mark, span := a.it, a.at, a.mark, a.span
+	if err != nil && mark != nil && mark.outOfRange.Load() {
+		err = &PartitionError{Topic: rec.Topic, Partition: rec.Partition, Partitions: int(mark.partitions.Load()), Err: err}
+	}
+	it.err = err
+	it.ackedAt = r.now()
+	if span != nil {
+		r.tracer.end(span, err, it.ackedAt)
+	}
+	it.finished.Store(true)
+	at.release()
 }
 
 // sendClockEvery is how many produce calls of one iteration share a

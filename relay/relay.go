@@ -120,6 +120,9 @@ type Relay struct {
 	payload []byte
 	// fires is what is left of fromWheel's current chunk (r.mu held).
 	fires []wheelFire
+	// promise is the promise of every produce attempt (promised), made
+	// once in New: a method value passed per record would allocate.
+	promise func(*kgo.Record, error)
 	// series remembers the occurrences fired, to drop a duplicate copy
 	// of one (recur.go; r.mu held).
 	series seriesMarks
@@ -205,6 +208,7 @@ func New(opts Options) (*Relay, error) {
 		resync:    make(map[int32]int64),
 	}
 	r.asgGen.Store(-1)
+	r.promise = r.promised
 	if r.log == nil {
 		r.log = slog.Default()
 	}
