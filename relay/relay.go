@@ -120,6 +120,8 @@ type Relay struct {
 	payload []byte
 	// fires is what is left of fromWheel's current chunk (r.mu held).
 	fires []wheelFire
+	// items is what is left of newItem's current chunk (r.mu held).
+	items []item
 	// promise is the promise of every produce attempt (promised), made
 	// once in New: a method value passed per record would allocate.
 	promise func(*kgo.Record, error)
