@@ -178,13 +178,9 @@ type commitReq struct {
 // commitOffsets returns, for each owned partition whose commit or done set
 // can advance, the lowest offset not yet done (the lowest of the first wheel
 // entry still pending, the first record in flight or being retried and the
-// first offset not handled) with its metadata. r.mu is held.
-func (r *Relay) commitOffsets() map[int32]commitReq { return r.commitOffsetsAll(false) }
-
-// commitOffsetsAll is commitOffsets; with all, it includes the partitions
-// whose commit would not change. The caller syncs the wheel first
-// (commitNow, or startCommit's Syncer). r.mu is held.
-func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
+// first offset not handled) with its metadata. The caller syncs the wheel
+// first (commitNow, or startCommit's Syncer). r.mu is held.
+func (r *Relay) commitOffsets() map[int32]commitReq {
 	out := make(map[int32]commitReq)
 	for p, ps := range r.parts {
 		lowWheel := int64(math.MaxInt64)
@@ -193,7 +189,7 @@ func (r *Relay) commitOffsetsAll(all bool) map[int32]commitReq {
 				lowWheel = low
 			}
 		}
-		off, end, ok := ps.led.point(ps.lowestUnsettled(false), lowWheel, all)
+		off, end, ok := ps.led.point(ps.lowestUnsettled(false), lowWheel)
 		if !ok {
 			continue
 		}

@@ -109,7 +109,7 @@ func TestCommitKeepsTheKnownDoneSet(t *testing.T) {
 	ps.retries = []*item{{part: 1, offset: 3}}
 	ps.led.settled = 1
 	r.parts[1] = ps
-	reqs := r.commitOffsetsAll(false)
+	reqs := r.commitOffsets()
 	c, ok := reqs[1]
 	if !ok {
 		t.Fatal("no commit for the partition")
@@ -151,14 +151,14 @@ func TestSettleDuringCommitIsCommitted(t *testing.T) {
 	five := &item{part: 1, offset: 5, kind: kForward, level: 2}
 	ps.flight = []*item{five}
 	r.parts[1] = ps
-	inFlight := r.commitOffsetsAll(false) // the committer's commit, 5 open in it
+	inFlight := r.commitOffsets() // the committer's commit, 5 open in it
 	if c, ok := inFlight[1]; !ok || c.done.Done(5) {
 		t.Fatalf("the first commit %+v: want one for partition 1 with 5 open", inFlight)
 	}
 	five.finished.Store(true) // 5 lands while that commit is in flight
 	r.finish(nil, false)
 	r.committed(inFlight, nil) // the commit returns
-	next, ok := r.commitOffsetsAll(false)[1]
+	next, ok := r.commitOffsets()[1]
 	if !ok {
 		t.Fatal("no commit after record 5 landed: the group never learns that it is done, and its next owner forwards it again")
 	}

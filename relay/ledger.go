@@ -118,9 +118,9 @@ func (l *ledger) knownDone(off int64) bool {
 // lowest of the first offset not handled, the lowest unsettled record and
 // the wheel's lowest pending entry; math.MaxInt64 for none), and end, the
 // end of the done set to commit with it. ok is false when nothing was
-// handled, or when (unless all) the last commit that went through already
-// says all of it: nothing moved and nothing settled since.
-func (l *ledger) point(lowUnsettled, lowWheel int64, all bool) (off, end int64, ok bool) {
+// handled, or when the last commit that went through already says all of
+// it: nothing moved and nothing settled since.
+func (l *ledger) point(lowUnsettled, lowWheel int64) (off, end int64, ok bool) {
 	if l.handled < 0 {
 		return 0, 0, false
 	}
@@ -130,7 +130,7 @@ func (l *ledger) point(lowUnsettled, lowWheel int64, all bool) (off, end int64, 
 	// commit's, or a later resync would forget it and forward those
 	// records again.
 	end = max(l.handled+1, l.known.End)
-	if !all && off <= l.commit && end <= l.commitEnd && l.settled == l.committedAt {
+	if off <= l.commit && end <= l.commitEnd && l.settled == l.committedAt {
 		return off, end, false
 	}
 	return off, end, true

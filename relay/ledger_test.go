@@ -41,26 +41,23 @@ func TestLedgerPoint(t *testing.T) {
 		name               string
 		l                  ledger
 		lowUnsettled, lowW int64
-		all                bool
 		off, end           int64
 		ok                 bool
 	}{
-		{"nothing handled", newLedger(), none, none, false, 0, 0, false},
-		{"nothing handled, all", newLedger(), none, none, true, 0, 0, false},
-		{"first commit", ledgerAt(-1, offsetmap.Set{}, 4, 1), none, none, false, 5, 5, true},
-		{"held by a record in flight", ledgerAt(-1, offsetmap.Set{}, 9, 1), 3, none, false, 3, 10, true},
-		{"held by the wheel", ledgerAt(-1, offsetmap.Set{}, 9, 1), 7, 2, false, 2, 10, true},
-		{"unsettled above handled do not raise it", ledgerAt(-1, offsetmap.Set{}, 9, 1), 12, none, false, 10, 10, true},
-		{"unchanged since the last commit", cleanAt(9, 0), none, none, false, 10, 10, false},
-		{"unchanged, all", cleanAt(9, 0), none, none, true, 10, 10, true},
-		{"settled since, same point", cleanAt(9, 1), none, none, false, 10, 10, true},
-		{"handled further", func() ledger { l := cleanAt(9, 0); l.handle(14); return l }(), none, none, false, 15, 15, true},
-		{"held back below the last commit", cleanAt(9, 0), 4, none, false, 4, 10, false},
-		{"reading again a known set keeps its end", ledgerAt(10, known, 15, 0), 12, none, false, 12, 30, true},
+		{"nothing handled", newLedger(), none, none, 0, 0, false},
+		{"first commit", ledgerAt(-1, offsetmap.Set{}, 4, 1), none, none, 5, 5, true},
+		{"held by a record in flight", ledgerAt(-1, offsetmap.Set{}, 9, 1), 3, none, 3, 10, true},
+		{"held by the wheel", ledgerAt(-1, offsetmap.Set{}, 9, 1), 7, 2, 2, 10, true},
+		{"unsettled above handled do not raise it", ledgerAt(-1, offsetmap.Set{}, 9, 1), 12, none, 10, 10, true},
+		{"unchanged since the last commit", cleanAt(9, 0), none, none, 10, 10, false},
+		{"settled since, same point", cleanAt(9, 1), none, none, 10, 10, true},
+		{"handled further", func() ledger { l := cleanAt(9, 0); l.handle(14); return l }(), none, none, 15, 15, true},
+		{"held back below the last commit", cleanAt(9, 0), 4, none, 4, 10, false},
+		{"reading again a known set keeps its end", ledgerAt(10, known, 15, 0), 12, none, 12, 30, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			off, end, ok := tt.l.point(tt.lowUnsettled, tt.lowW, tt.all)
+			off, end, ok := tt.l.point(tt.lowUnsettled, tt.lowW)
 			if ok != tt.ok || (ok && (off != tt.off || end != tt.end)) {
 				t.Errorf("point = %d, %d, %v; want %d, %d, %v", off, end, ok, tt.off, tt.end, tt.ok)
 			}
@@ -73,18 +70,18 @@ func TestLedgerPoint(t *testing.T) {
 // commit returns, so the next commit says it is done.
 func TestLedgerSettleDuringCommit(t *testing.T) {
 	l := ledgerAt(-1, offsetmap.Set{}, 8, 1)
-	off, end, ok := l.point(3, none, false) // 3 retried, 5 in flight
+	off, end, ok := l.point(3, none) // 3 retried, 5 in flight
 	if !ok || off != 3 || end != 9 {
 		t.Fatalf("point = %d, %d, %v; want 3, 9, true", off, end, ok)
 	}
 	inFlight := l.settled
 	l.settle() // 5 lands
 	l.committed(off, end, inFlight, offsetmap.Set{Base: 3, End: 9, Open: []int64{3, 5}})
-	if _, _, ok := l.point(3, none, false); !ok {
+	if _, _, ok := l.point(3, none); !ok {
 		t.Fatal("no commit after a record settled during the last one: its next owner forwards it again")
 	}
 	l.committed(off, end, l.settled, offsetmap.Set{Base: 3, End: 9, Open: []int64{3}})
-	if _, _, ok := l.point(3, none, false); ok {
+	if _, _, ok := l.point(3, none); ok {
 		t.Error("a commit after a clean one with nothing new")
 	}
 }
