@@ -84,6 +84,8 @@ func (r *Relay) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[str
 		r.log.Info("partition assigned", "partition", p, "level", ps.level, "committed", ps.led.commit, "handled", ps.led.handled, "commit_known", known)
 	}
 	if r.wheel != nil {
+		// Under r.mu, with its fsync if the policy asks: the wheel is
+		// r.mu's, and a rebalance is rare.
 		if err := r.wheel.Flush(); err != nil {
 			r.wheelFailed("flush", err)
 		}
@@ -269,6 +271,8 @@ func (r *Relay) release(cl *kgo.Client, partitions []int32, why string) {
 		}
 	}
 	if r.wheel != nil {
+		// Under r.mu, with its fsync if the policy asks: the wheel is
+		// r.mu's, and a rebalance is rare.
 		if err := r.wheel.Flush(); err != nil {
 			r.wheelFailed("flush", err)
 		}
