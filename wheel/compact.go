@@ -156,8 +156,8 @@ func (w *Wheel) finishCompaction() error {
 		}
 		return nil
 	}
-	if !w.compactable(j.seg) || w.q.spilled {
-		return nil // wait for the checkpoints, or for the spilled tick to drain
+	if !w.compactable(j.seg) || w.q.spilled || w.sc.on {
+		return nil // wait for the checkpoints, for the spilled tick to drain, or for the scan under way
 	}
 	w.job = nil
 	return w.install(j)

@@ -8,7 +8,9 @@
 // (default 1h) after now; one due in the past comes out on the next Expire.
 // Expire(now, max, fn) hands out up to max entries with Due <= now in due
 // order, at millisecond precision, ties broken by partition then offset.
-// NextExpiry tells the caller how long it may sleep. A handed-out entry is
+// NextExpiry tells the caller how long it may sleep; Stage lets it do,
+// while it would sleep, the scan Expire does when a tick comes due, so that
+// a burst's first entry comes out at its due time. A handed-out entry is
 // in flight until Done; Done, SetHandled, Trim and Drop are persisted by the
 // next Flush, which is a group commit: one write and, by Options.Sync, one
 // fsync for everything buffered since the previous Flush.

@@ -171,9 +171,14 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 	w.observe(now)
 	w.flight.compact(w)
 	nowTick := w.tickOf(now)
+	if w.sc.on && w.sc.t <= nowTick { // staged ahead (Stage), now due: finish it
+		if err := w.scanSteps(math.MaxInt); err != nil {
+			return 0, w.fail(err)
+		}
+	}
 	n := 0
 	for n < max {
-		if q := &w.q; len(w.late) == 0 && !q.spilled && q.head < len(q.mem) {
+		if q := &w.q; len(w.late) == 0 && !q.spilled && q.head < len(q.mem) && !w.sc.on {
 			// the usual case, first and pop inlined: the next scanned entry
 			c := &q.mem[q.head]
 			if c.due > now {
@@ -226,7 +231,10 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 // first returns the smallest of the scanned and the late entries, nil if
 // none; valid until the next pop.
 func (w *Wheel) first() (c *cand, fromLate bool) {
-	qc := w.q.first()
+	var qc *cand
+	if !w.sc.on { // else the tick queue holds part of a tick not yet due
+		qc = w.q.first()
+	}
 	if len(w.late) > 0 && (qc == nil || cmpCand(w.late[0], *qc) < 0) {
 		return &w.late[0], true
 	}
@@ -246,11 +254,14 @@ func (w *Wheel) NextExpiry() (int64, bool) {
 	}
 	w.dropDead()
 	best, ok := int64(math.MaxInt64), false
-	if c, has := w.q.peek(); has {
+	if c, has := w.q.peek(); has && !w.sc.on {
 		best, ok = c.due, true
 	}
 	if len(w.late) > 0 && w.late[0].due < best {
 		best, ok = w.late[0].due, true
+	}
+	if w.sc.on { // a tick being scanned ahead (Stage): bounded as before its scan
+		best, ok = min(best, max(w.sc.t*w.g.tick, w.sum[w.sc.s].min)), true
 	}
 	if ok {
 		return best, true // scanned and late entries precede every later tick
@@ -267,7 +278,7 @@ func (w *Wheel) dropDead() {
 	for len(w.late) > 0 && !w.pendingOff(w.late[0].part, w.late[0].off) {
 		w.late.pop()
 	}
-	for {
+	for !w.sc.on {
 		c, ok := w.q.peek()
 		if !ok || w.pendingOff(c.part, c.off) || w.q.pop() != nil {
 			return
@@ -278,6 +289,25 @@ func (w *Wheel) dropDead() {
 // scan loads the pending entries of tick t into the tick queue and narrows
 // the slot's span to what is left for later laps.
 func (w *Wheel) scan(t int64) error {
+	w.beginScan(t)
+	return w.scanSteps(math.MaxInt)
+}
+
+// scanState is the scan of one tick under way: begun by beginScan, its
+// slot chains walked by scanSteps (Stage walks them a bounded number of
+// records at a time, ahead of the tick). While it is on, the tick queue
+// holds part of the tick, unsorted: nothing is handed out from it.
+type scanState struct {
+	on         bool
+	t          int64 // the tick
+	s          int   // its slot
+	start, end int64 // its due times: [start, end)
+	next       span  // the pending due times found for the slot's later laps
+}
+
+// beginScan starts the scan of tick t: the chain heads of its slot in
+// every segment that may hold it, in w.cursors.
+func (w *Wheel) beginScan(t int64) {
 	w.scans++
 	if w.scans%releaseEvery == 0 {
 		w.releaseMapped()
@@ -332,9 +362,20 @@ func (w *Wheel) scan(t int64) error {
 		}
 	}
 	w.touched += touch
+	w.cursors = cur
+	w.sc = scanState{on: true, t: t, s: s, start: start, end: end, next: next}
+}
+
+// scanSteps walks the chains of the scan under way, about budget records
+// of them (one round over every chain at least), and ends the scan once
+// they are walked: the tick queue sorted, the slot's span narrowed.
+func (w *Wheel) scanSteps(budget int) error {
+	sc := &w.sc
+	cur := w.cursors
 	// Walk the chains of all segments side by side: touching the next
 	// record of every chain first lets their cache misses overlap.
-	for len(cur) > 0 {
+	for len(cur) > 0 && budget > 0 {
+		budget -= len(cur)
 		var touch byte
 		for _, c := range cur {
 			if c.seg.compacted || (c.seg == w.active && mappedWrites) {
@@ -349,7 +390,7 @@ func (w *Wheel) scan(t int64) error {
 		w.touched += touch
 		j := 0
 		for _, c := range cur {
-			pos, err := w.step(c.seg, c.pos, start, end, &next)
+			pos, err := w.step(c.seg, c.pos, sc.start, sc.end, &sc.next)
 			if err != nil {
 				w.cursors = cur[:0]
 				return err
@@ -371,12 +412,17 @@ func (w *Wheel) scan(t int64) error {
 		}
 	}
 	w.cursors = cur
+	if len(cur) > 0 {
+		return nil // more next time
+	}
+	sc.on = false
 	if err := w.drainStage(); err != nil {
 		return err
 	}
 	if err := w.q.finish(); err != nil {
 		return err
 	}
+	s, next := sc.s, sc.next
 	old := w.sum[s]
 	if next.empty() {
 		w.sum[s] = emptySpan()
@@ -817,7 +863,7 @@ func (w *Wheel) restartState() (int64, map[int]span) {
 	for _, c := range w.late {
 		add(c.due)
 	}
-	if w.q.has() {
+	if w.q.has() || w.sc.on {
 		add(w.q.tick * w.g.tick)
 		add((w.q.tick+1)*w.g.tick - 1)
 	}

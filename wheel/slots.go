@@ -97,6 +97,9 @@ func (w *Wheel) nextTick() (int64, bool) {
 // noteFuture records a new entry of tick t >= cur, slot s, in the spans.
 func (w *Wheel) noteFuture(t int64, s int, due int64) {
 	w.sum[s].extend(due)
+	if w.sc.on && s == w.sc.s {
+		w.sc.next.extend(due) // a later lap of the slot being scanned (Stage): its span keeps it
+	}
 	if w.nextKnown && (!w.nextOK || t < w.nextT) {
 		w.nextT, w.nextOK = t, true
 	}

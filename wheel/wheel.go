@@ -181,6 +181,8 @@ type Wheel struct {
 
 	q          tickQueue // scanned entries of one tick, sorted
 	cursors    []chainCursor
+	sc         scanState  // the scan under way, if any (Stage)
+	noStage    int64      // 1 + a tick Stage gave up (adds for it came late): not staged again
 	stage      []staged   // entries of the tick being scanned, to check pending
 	stageWords []*uint64  // drainStage's pointers to their bitset words
 	touched    byte       // keeps the prefetching loads of scan
@@ -362,6 +364,9 @@ func (w *Wheel) Add(now int64, e Entry) error {
 	p.noteSegment(a.id, e.Offset)
 	if t < w.cur {
 		w.late.push(cand{due: e.Due, off: e.Offset, part: e.Partition, seg: a.id, pos: pos})
+		if len(w.late) > maxLateAhead {
+			w.checkLate() // a tick staged ahead may be undone
+		}
 	} else {
 		w.noteFuture(t, s, e.Due)
 	}
@@ -726,6 +731,9 @@ func (w *Wheel) reclaim() error {
 		errs = append(errs, s.remove(w.dir))
 	}
 	w.segs = slices.DeleteFunc(w.segs, func(s *segment) bool { return slices.Contains(free, s) })
+	// a scan under way (Stage) walks no chain of a segment removed: none
+	// of its entries is pending
+	w.cursors = slices.DeleteFunc(w.cursors, func(c chainCursor) bool { return slices.Contains(free, c.seg) })
 	w.dirDirty = true
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("wheel: reclaim: %w", err)

@@ -671,6 +671,10 @@ func runModel(t *testing.T, seed uint64) {
 				}
 			}
 			delete(handled, p)
+		case op < 87: // stage the next tick, part of it or all
+			if _, err := w.Stage(now, r.Int64N(3000), 1+r.IntN(40)); err != nil {
+				t.Fatal(err)
+			}
 		case op < 93:
 			mustFlush(t, w)
 		case op < 95: // time jumps without an Expire: adds wrap the wheel
