@@ -19,7 +19,11 @@ func (r *Relay) loop(ctx, work context.Context) error {
 			return r.fatal
 		}
 		r.maintainWheel(r.now())
+		staging := r.stageWheel(r.now())
 		wake := r.nextWake(r.now())
+		if staging && (wake.IsZero() || wake.After(r.now())) {
+			wake = r.now().Add(time.Millisecond) // poll without blocking, then scan on
+		}
 		if r.suspect {
 			wake = r.confirmAt // nothing is decided until the membership is confirmed
 		}

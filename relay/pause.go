@@ -42,6 +42,30 @@ func (r *Relay) nextWake(now time.Time) time.Time {
 	return wake
 }
 
+// The wheel scans the tick about to come due ahead of its time
+// (wheel.Wheel.Stage) when it begins at most stageLead from now, at most
+// stageBudget records per loop iteration, so that a burst's first record
+// goes out at its due time, not after the scan of the whole burst (tens of
+// milliseconds); the loop polls without blocking while a scan is under way.
+const (
+	stageLead   = time.Second
+	stageBudget = 4096
+)
+
+// stageWheel lets the wheel scan ahead and reports whether the scan is
+// under way. r.mu is held.
+func (r *Relay) stageWheel(now time.Time) bool {
+	if !r.firstAsg || r.wheel == nil || r.wheelErr != nil {
+		return false
+	}
+	more, err := r.wheel.Stage(now.UnixMilli(), stageLead.Milliseconds(), stageBudget)
+	if err != nil {
+		r.wheelFailed("stage", err)
+		return false
+	}
+	return more
+}
+
 // updatePauses pauses a partition while its head waits for its level time,
 // while its queue holds more than queueCap records or maxBytes bytes, or
 // while its retries fill its room, and resumes it otherwise. A partition

@@ -10,6 +10,7 @@ type Store interface {
 	Add(now int64, e wheel.Entry) error
 	Expire(now int64, max int, fn func(wheel.Entry)) (int, error)
 	NextExpiry() (int64, bool)
+	Stage(now, lead int64, budget int) (bool, error)
 	Done(partition int32, offset int64) error
 	SetHandled(partition int32, offset int64)
 	Handled(partition int32) int64
