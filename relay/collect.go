@@ -103,7 +103,9 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 	}
 	room := r.maxBatch
 	if r.firstAsg && r.wheel != nil {
-		r.collectWheel(ctx, started, now, &b)
+		if n := r.collectWheel(ctx, started, now, &b, min(firstFires, r.maxBatch)); n == firstFires && n < r.maxBatch {
+			r.collectWheel(ctx, started, now, &b, r.maxBatch-n)
+		}
 		if ms, ok := r.wheel.NextExpiry(); ok && ms <= now.Add(fireSoon).UnixMilli() {
 			// Entries come due meanwhile: a short batch of heads, so that
 			// they are not held behind thousands of records read at once.
@@ -183,11 +185,12 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 	return b, solo, started
 }
 
-// collectWheel appends the wheel's expired entries to b as forwards.
-func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item) {
+// collectWheel appends up to max of the wheel's expired entries to b as
+// forwards, and returns how many the wheel handed out.
+func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item, max int) int {
 	var fired []*item
 	bad := make(map[int32]bool)
-	_, err := r.wheel.Expire(r.fireLimit(now).UnixMilli(), r.maxBatch, func(e wheel.Entry) {
+	n, err := r.wheel.Expire(r.fireLimit(now).UnixMilli(), max, func(e wheel.Entry) {
 		it, ok := r.fromWheel(e)
 		switch {
 		case it != nil:
@@ -198,7 +201,7 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 	})
 	if err != nil {
 		r.wheelFailed("expire", err)
-		return // the reset re-reads every partition; nothing fired is lost
+		return 0 // the reset re-reads every partition; nothing fired is lost
 	}
 	for p := range bad { // after Expire: Drop must not run inside it
 		if ps := r.parts[p]; ps != nil {
@@ -222,7 +225,14 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 		}
 		*b = append(*b, it)
 	}
+	return n
 }
+
+// firstFires is the first batch collect takes from the wheel: handed to
+// the producer before the rest of the batch is taken and built (4096
+// fires of 1 KiB take the loop 5 to 10 ms), so that a burst's first
+// records are sent meanwhile.
+const firstFires = 64
 
 // addToWheel puts rec into the wheel, due at due, and reports whether it is
 // there; when not, the caller cascades the record through Kafka instead.
