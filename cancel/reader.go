@@ -40,6 +40,9 @@ type Options struct {
 	Retain time.Duration
 	// Every is the shortest time between two barrier rounds; default 25ms.
 	Every time.Duration
+	// Idle is the longest time between two rounds while none is wanted
+	// ([Reader.Want]); default 1s.
+	Idle time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Log receives warnings about ignored cancels; default slog.Default().
@@ -59,6 +62,7 @@ type Reader struct {
 	adm     *kadm.Client
 	topic   string
 	every   time.Duration
+	idle    time.Duration
 	now     func() time.Time
 	log     *slog.Logger
 	invalid func(string)
@@ -72,6 +76,8 @@ type Reader struct {
 	through time.Time       // the barrier: every cancel acked before it is in set
 	moved   chan struct{}   // closed and replaced when through advances
 	readErr error           // the last fetch error, for Sync's message
+	wantAt  time.Time       // the earliest round start wanted and not yet run (zero: none)
+	wanted  chan struct{}   // Run's wake-up when a round is wanted sooner (buffered, 1)
 }
 
 // NewReader creates the reader's client (no consumer group: every
@@ -86,6 +92,9 @@ func NewReader(o Options) (*Reader, error) {
 	if o.Every <= 0 {
 		o.Every = 25 * time.Millisecond
 	}
+	if o.Idle <= 0 {
+		o.Idle = time.Second
+	}
 	opts := append(append([]kgo.Opt(nil), o.KafkaOpts...),
 		kgo.ConsumeTopics(o.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -93,7 +102,9 @@ func NewReader(o Options) (*Reader, error) {
 		// Markers advance the position, so that a partition ending in one
 		// counts as read.
 		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(50*time.Millisecond),
+		// A fetch waiting at the broker returns as soon as a cancel
+		// arrives: the wait bounds only the fetches of a quiet topic.
+		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.MetadataMinAge(time.Second),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -102,9 +113,10 @@ func NewReader(o Options) (*Reader, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	r := &Reader{
-		set: NewSet(o.Retain), cl: cl, adm: kadm.NewClient(cl), topic: o.Topic, every: o.Every,
+		set: NewSet(o.Retain), cl: cl, adm: kadm.NewClient(cl), topic: o.Topic, every: o.Every, idle: o.Idle,
 		now: o.Now, log: o.Log, invalid: o.Invalid, stop: stop, done: make(chan struct{}),
 		pos: make(map[int32]int64), changed: make(chan struct{}), moved: make(chan struct{}),
+		wanted: make(chan struct{}, 1),
 	}
 	go r.poll(ctx)
 	return r, nil
@@ -275,14 +287,62 @@ func (r *Reader) Sync(ctx context.Context) error {
 	}
 }
 
-// Run moves the barrier until ctx ends: one round ([Reader.Sync]) every
-// Options.Every at most, and expired cancels are forgotten once a minute.
-// A failed round is logged and retried; Run returns nil when ctx ends.
+// Want asks Run for a round that starts at at or later, as soon after at
+// as Options.Every allows: a record due at t needs a round started at t
+// minus the margin at the latest (the round's time is the barrier).
+// Between the rounds wanted Run rounds once per Options.Idle.
+func (r *Reader) Want(at time.Time) {
+	r.mu.Lock()
+	sooner := r.wantAt.IsZero() || at.Before(r.wantAt)
+	if sooner {
+		r.wantAt = at
+	}
+	r.mu.Unlock()
+	if sooner {
+		select {
+		case r.wanted <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// nextRound returns when the round after one started at start is due: at
+// the time wanted, or Options.Idle after start at the latest, never
+// sooner than Options.Every (250ms after a failed round) after start.
+func (r *Reader) nextRound(start time.Time, failed bool) time.Time {
+	r.mu.Lock()
+	at := r.wantAt
+	r.mu.Unlock()
+	next := start.Add(r.idle)
+	if !at.IsZero() && at.Before(next) {
+		next = at
+	}
+	soonest := start.Add(r.every)
+	if failed {
+		soonest = start.Add(max(r.every, 250*time.Millisecond))
+	}
+	if next.Before(soonest) {
+		next = soonest
+	}
+	return next
+}
+
+// Run moves the barrier until ctx ends: one round ([Reader.Sync]) when one
+// is wanted ([Reader.Want]), and once per Options.Idle between; never two
+// within Options.Every. Expired cancels are forgotten once a minute. A
+// failed round is logged and retried; Run returns nil when ctx ends.
 func (r *Reader) Run(ctx context.Context) error {
 	lastExpire := r.now()
 	fails := 0
+	t := time.NewTimer(time.Hour) // reset before each wait
+	defer t.Stop()
 	for ctx.Err() == nil {
 		start := r.now()
+		r.mu.Lock()
+		if !r.wantAt.After(start) {
+			r.wantAt = time.Time{} // this round is the one wanted
+		}
+		r.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := r.Sync(rctx)
 		cancel()
@@ -299,14 +359,17 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.set.Expire(now)
 			lastExpire = now
 		}
-		wait := r.every - r.now().Sub(start)
-		if err != nil {
-			wait = max(wait, 250*time.Millisecond)
-		}
-		if wait > 0 {
+		for ctx.Err() == nil {
+			wait := r.nextRound(start, err != nil).Sub(r.now())
+			if wait <= 0 {
+				break
+			}
+			t.Reset(wait)
 			select {
 			case <-ctx.Done():
-			case <-time.After(wait):
+			case <-t.C:
+			case <-r.wanted: // wanted sooner: the next round's time again
+				t.Stop() // no stale tick after Stop (Go 1.23 timers)
 			}
 		}
 	}

@@ -143,6 +143,41 @@ func TestReader(t *testing.T) {
 	}
 }
 
+// TestReaderWant: Run rounds once per Options.Idle while none is wanted;
+// a round wanted runs at the time wanted (its barrier at or past it),
+// however long Idle is.
+func TestReaderWant(t *testing.T) {
+	c, _ := newCluster(t, 1)
+	r := newReader(t, c, Options{Idle: time.Hour, Every: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, moved := r.Moved()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = r.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	select { // the first round runs at once
+	case <-moved:
+	case <-ctx.Done():
+		t.Fatal("Run ran no first round")
+	}
+	for _, in := range []time.Duration{0, 200 * time.Millisecond} {
+		at := time.Now().Add(in)
+		_, moved := r.Moved()
+		r.Want(at)
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			t.Fatalf("the round wanted at +%s did not run", in)
+		}
+		if th := r.Through(); th.Before(at) {
+			t.Errorf("barrier %s after the round wanted at +%s, before the time wanted", th.Sub(at), in)
+		}
+	}
+}
+
 func TestReaderMissingTopic(t *testing.T) {
 	c, _ := newCluster(t, 1)
 	r := newReader(t, c, Options{})

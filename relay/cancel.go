@@ -152,8 +152,21 @@ func (r *Relay) held(due, now time.Time) (time.Time, bool) {
 	if !due.After(through.Add(r.cx.margin)) {
 		return time.Time{}, false
 	}
+	r.wantRound(due)
 	r.barrierMoved = moved
 	return now.Add(holdRetry), true
+}
+
+// wantRound asks the cancel reader for the barrier round that lets a
+// record due at t go at t: one started at t minus the margin (rounds run
+// only when wanted, and once a second between, because each is a request
+// to the broker). The loop asks for the round of its next wake-up, so a
+// record that waited is not held when it comes due.
+func (r *Relay) wantRound(t time.Time) {
+	if r.cx == nil || t.IsZero() {
+		return
+	}
+	r.cx.rd.Want(t.Add(-r.cx.margin))
 }
 
 // fireWake is when the loop must wake for a wheel expiry at t: t, or, while
