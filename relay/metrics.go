@@ -37,6 +37,7 @@ type metrics struct {
 	compactedEntries prometheus.Counter
 	metaOverflow     prometheus.Counter
 	txns             *prometheus.CounterVec // outcome
+	txnUnconfirmed   *prometheus.CounterVec // outcome, as the group's offsets tell
 	txnTime          prometheus.Histogram
 
 	// byLevel caches the per-record series of each level, so the hot
@@ -163,6 +164,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kdelay_transactions_total", Help: "Transactions ended in exactly-once mode, by outcome (committed or aborted).",
 		}, []string{"outcome"}),
+		txnUnconfirmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kdelay_transactions_unconfirmed_total", Help: "Transactions in exactly-once mode whose end got no answer (a coordinator that went away), by what the group's committed offsets then said: committed, aborted or unknown (its records are forwarded again: duplicates possible).",
+		}, []string{"outcome"}),
 		txnTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kdelay_transaction_commit_seconds", Help: "Duration of committing a transaction (offsets and end) in exactly-once mode.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
@@ -175,7 +179,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.consumed, m.forwarded, m.cascaded, m.deadLettered, m.mismatched, m.wheelAdded, m.retries,
 		m.lateness, m.sendLateness, m.commitTime, m.commitSyncTime, m.wheelPending, m.paused, m.assigned, m.nextDue, m.lag, m.pending, m.wheelNext, m.ready,
-		m.retrying, m.stalled, m.wheelResets, m.compactions, m.compactedEntries, m.metaOverflow, m.txns, m.txnTime,
+		m.retrying, m.stalled, m.wheelResets, m.compactions, m.compactedEntries, m.metaOverflow, m.txns, m.txnUnconfirmed, m.txnTime,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -269,6 +269,23 @@ func (e *exactlyOnceMode) endTxn(ctx context.Context, b, solo []*item, started *
 	r.m.txnTime.Observe(time.Since(start).Seconds())
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !committed && err != nil && !fencedErr(err) {
+		// The end failed without saying whether it committed: end the
+		// transaction for sure, then ask the group (txnoutcome.go).
+		before := r.commitsBefore(reqs)
+		r.mu.Unlock()
+		e.abortTxn("commit unconfirmed")
+		outcome := e.outcome(ctx, reqs, before)
+		r.mu.Lock()
+		r.m.txnUnconfirmed.WithLabelValues(outcome.String()).Inc()
+		switch outcome {
+		case txnCommitted:
+			r.log.Warn("transaction's end unconfirmed; the group's offsets are the transaction's, so it committed", "err", err)
+			committed, err = true, nil
+		case txnUnknown:
+			r.log.Warn("transaction's end unconfirmed and the group's offsets do not tell; its records are forwarded again (duplicates possible)", "err", err)
+		}
+	}
 	if committed && err == nil {
 		r.m.txns.WithLabelValues("committed").Inc()
 		r.committed(reqs, nil)
