@@ -39,6 +39,8 @@ type item struct {
 	reason    string      // dead-letter reason label
 	detail    string      // dead-letter reason text
 	pair      *seriesPair // a series firing from the wheel and its next occurrence (recur.go)
+	fire      *wheelFire  // the wheelFire this item is part of (newFire), nil for any other
+	pooled    bool        // cut by newItem: giveBack takes it back
 
 	// The outcome of the current attempt, written by its promise before
 	// it sets finished.
@@ -49,7 +51,6 @@ type item struct {
 	finished  atomic.Bool
 	attempted bool       // it.out was handed to the producer once (a later attempt sends a copy)
 	group     *attempts  // the attempts the current attempt belongs to (done when they all are)
-	actx      attemptCtx // the current attempt's record context (produce.go)
 
 	// Retry state of an item whose produce failed.
 	isolate   bool          // produce alone: a whole batch failed as too large
@@ -143,7 +144,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 				r.m.mismatchedAt(ps.level).Inc()
 			}
 			it := r.newItem()
-			*it = item{part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true, orig: rec, due: d.sched.Due}
+			*it = item{pooled: true, part: ps.p, offset: rec.Offset, level: ps.level, fromQueue: true, orig: rec, due: d.sched.Due}
 			if d.act != actDeadLetter {
 				if c := r.cancelledItem(it, now); c != nil {
 					if c.out != nil {
@@ -301,39 +302,116 @@ type wheelFire struct {
 	buf  [64]byte            // due-at and source values: 13 digits, topic/partition@offset
 }
 
-// fireChunk is how many wheelFires one allocation holds (64 of 1000 bytes:
-// 62 KiB), because one allocation per wheelFire (a 1 KiB object with
-// pointers: zeroed, typed and swept each) costs the loop's CPU per fired
-// record; a chunk is zeroed in one go. A
-// chunk stays in memory while one of its items does: an item lives until
-// its partition's commit passes it, usually a few iterations, so mostly
-// the chunks of the records in flight are held; a record set aside for
-// retries holds its chunk for as long as it waits.
+// fireChunk is how many wheelFires one allocation holds (64 of 960
+// bytes: 60 KiB), because one allocation per wheelFire (a 1 KiB object
+// with pointers: zeroed, typed and swept each) costs the loop's CPU per
+// fired record; a chunk is zeroed in one go. A chunk stays in memory while
+// one of its wheelFires is in use or free for reuse (itemPool).
 const fireChunk = 64
 
 // itemChunk is how many queue heads' items one allocation holds (64 of
-// 336 bytes: 21 KiB), for the reason of fireChunk and with its cost: a
-// chunk stays in memory while one of its items does.
+// 296 bytes: 18.5 KiB), for the reason of fireChunk and with its cost.
 const itemChunk = 64
 
-// newItem returns a zeroed item cut from the current chunk, for a queue
-// head. r.mu is held.
+// itemPool hands out the items of queue heads (newItem) and the
+// wheelFires of fired entries (newFire): taken back once settled
+// (giveBack), else cut from the current chunk. What is taken back is
+// handed out again, so that a burst reuses the storage of the records
+// it settled instead of allocating (and collecting) a new item per
+// record. r.mu is held for all of it.
+type itemPool struct {
+	items     []item       // what is left of the current item chunk
+	fires     []wheelFire  // what is left of the current fire chunk
+	freeItems []*item      // settled, zeroed
+	freeFires []*wheelFire // settled, zeroed
+	actxs     []attemptCtx // what is left of the current chunk of attempt contexts (newAttemptCtx)
+}
+
+// newItem returns a zeroed item for a queue head; the caller sets its
+// pooled, for giveBack to take it back once settled. r.mu is held.
 func (r *Relay) newItem() *item {
-	if len(r.items) == 0 {
-		r.items = make([]item, itemChunk)
+	p := &r.pool
+	if n := len(p.freeItems); n > 0 {
+		it := p.freeItems[n-1]
+		p.freeItems = p.freeItems[:n-1]
+		return it
 	}
-	it := &r.items[0]
-	r.items = r.items[1:]
+	if len(p.items) == 0 {
+		p.items = make([]item, itemChunk)
+	}
+	it := &p.items[0]
+	p.items = p.items[1:]
 	return it
 }
 
-// newFire returns a zeroed wheelFire cut from the current chunk. r.mu is
-// held.
+// newFire returns a zeroed wheelFire, its item pointing back at it
+// (item.fire). r.mu is held.
 func (r *Relay) newFire() *wheelFire {
-	if len(r.fires) == 0 {
-		r.fires = make([]wheelFire, fireChunk)
+	p := &r.pool
+	var f *wheelFire
+	if n := len(p.freeFires); n > 0 {
+		f = p.freeFires[n-1]
+		p.freeFires = p.freeFires[:n-1]
+	} else {
+		if len(p.fires) == 0 {
+			p.fires = make([]wheelFire, fireChunk)
+		}
+		f = &p.fires[0]
+		p.fires = p.fires[1:]
 	}
-	f := &r.fires[0]
-	r.fires = r.fires[1:]
+	f.it.fire = f
 	return f
+}
+
+// giveBack takes back a settled item for reuse (r.mu held). The caller
+// holds the last reference to it: it is settled as done, so it is in no
+// flight and no retries, its producer's promise (the producer's last use
+// of its record) has run, and the batch that listed it is finished. An
+// item that another may still refer to stays the collector's: a series
+// firing from the wheel, whose next occurrence's item shares its decoded
+// record (fireSeries). Items not cut by newItem or newFire (dead letters,
+// cancels, cascades of a series, skips) are left alone. A dead letter or
+// cancel made from a pooled item (deadItem, cancelledItem) shares its
+// record, so the item it replaced, which never settles, is never taken
+// back either.
+func (r *Relay) giveBack(it *item) {
+	p := &r.pool
+	switch {
+	case it.attempted && !it.finished.Load():
+		// Its attempt is still out: settled as done too early (a bug,
+		// which must not turn into the producer sending a zeroed record).
+	case it.pair != nil:
+	case it.fire != nil:
+		f := it.fire
+		*f = wheelFire{}
+		p.freeFires = append(p.freeFires, f)
+	case it.pooled:
+		*it = item{}
+		p.freeItems = append(p.freeItems, it)
+	}
+}
+
+// attemptChunk is how many attempt contexts one allocation holds (64 of
+// 56 bytes).
+const attemptChunk = 64
+
+// newAttemptCtx returns a new attemptCtx, cut from the current chunk.
+// Attempt contexts are never reused: the producer may keep a record's
+// Context after its promise (franz-go checks a buffered record's context
+// from goroutines of its own). r.mu is held.
+func (r *Relay) newAttemptCtx() *attemptCtx {
+	p := &r.pool
+	if len(p.actxs) == 0 {
+		p.actxs = make([]attemptCtx, attemptChunk)
+	}
+	a := &p.actxs[0]
+	p.actxs = p.actxs[1:]
+	return a
+}
+
+// trim lets go of what the pool keeps for reuse, once the relay has a
+// quiet iteration: the storage a burst needed is not held through the
+// quiet time after it.
+func (p *itemPool) trim() {
+	p.freeItems, p.freeFires = nil, nil
 }

@@ -18,7 +18,9 @@ func (r *Relay) resyncPartition(ps *partState) {
 // iteration's queue heads (b), the outcomes that are in (of this iteration
 // or an earlier one) settled, wheel entries done, the wheel flushed.
 // Records in flight or set aside for a retry hold back their partition's
-// commit and its persisted watermark.
+// commit and its persisted watermark. The items settled are given back to
+// the pool (giveBack): neither b nor anything taken from the partitions
+// may be used once finish returns.
 //
 // flush says whether to flush the wheel; exactly-once mode flushes only
 // after its transaction committed.
@@ -82,6 +84,10 @@ func (r *Relay) finish(b []*item, flush bool) {
 		case kCancelled:
 			r.cancelDone(it)
 		}
+		r.giveBack(it) // the last use of it
+	}
+	if len(b) == 0 && len(settled) == 0 {
+		r.pool.trim() // a quiet iteration
 	}
 	for p, h := range touched {
 		ps := r.parts[p]

@@ -59,8 +59,9 @@ type handOff struct {
 // attemptCtx is the Context of an attempt's record: the attempt's own
 // context with what its promise needs, so that one promise function
 // serves every attempt (Relay.promised) instead of a closure allocated
-// per record. Each item holds its own (item.actx), rewritten by each
-// attempt, which starts only once the previous one has its outcome.
+// per record. Each attempt has its own (newAttemptCtx), written once
+// before its record is handed over and never reused: the producer may
+// look at a record's Context after its promise.
 type attemptCtx struct {
 	context.Context
 	it   *item
@@ -104,8 +105,9 @@ func (r *Relay) handOut(ctx context.Context, at *attempts, it *item, now time.Ti
 	if r.tracer != nil {
 		span = r.tracer.start(it, rec, now)
 	}
-	it.actx = attemptCtx{Context: ctx, it: it, at: at, mark: mark, span: span}
-	rec.Context = &it.actx
+	a := r.newAttemptCtx()
+	*a = attemptCtx{Context: ctx, it: it, at: at, mark: mark, span: span}
+	rec.Context = a
 	return handOff{ctx: ctx, rec: rec}
 }
 

@@ -118,10 +118,9 @@ type Relay struct {
 	gaugeLag  []int64
 	// payload is addToWheel's buffer for the entry it encodes (r.mu held).
 	payload []byte
-	// fires is what is left of fromWheel's current chunk (r.mu held).
-	fires []wheelFire
-	// items is what is left of newItem's current chunk (r.mu held).
-	items []item
+	// pool hands out the items of queue heads and of wheel fires, and
+	// takes them back once settled (collect.go; r.mu held).
+	pool itemPool
 	// promise is the promise of every produce attempt (promised), made
 	// once in New: a method value passed per record would allocate.
 	promise func(*kgo.Record, error)
