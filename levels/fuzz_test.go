@@ -84,6 +84,9 @@ func FuzzParseHeaders(f *testing.F) {
 			if s.Target == "" {
 				t.Fatal("parsed without a target")
 			}
+			if tgt, p, err := tab.Target(hs); err != nil || tgt != s.Target || p != s.TargetPartition {
+				t.Fatalf("Target: %q %d %v, Parse: %q %d", tgt, p, err, s.Target, s.TargetPartition)
+			}
 			if at == "" && s.Due.Before(ts) {
 				t.Fatalf("due %s before timestamp %s with delay %q level %q", s.Due, ts, delay, level)
 			}

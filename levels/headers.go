@@ -3,6 +3,7 @@ package levels
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -176,12 +177,9 @@ func headerErr(header, value string, err error) *ContractError {
 // lastHeader. The error, if any, is a *[ContractError].
 func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 	s := Schedule{TargetPartition: -1}
-	target, ok := lastHeader(hs, HeaderTarget)
-	if !ok || target == "" {
-		return s, headerErr(HeaderTarget, target, ErrMissingTarget)
-	}
-	if err := ValidTopicName(target); err != nil {
-		return s, headerErr(HeaderTarget, target, ErrBadTarget)
+	target, err := t.target(hs)
+	if err != nil {
+		return s, err
 	}
 	s.Target = target
 	if v, ok := lastHeader(hs, HeaderID); ok {
@@ -195,12 +193,8 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 		return s, err
 	}
 	s.Recur = r
-	if b, ok := lastValue(hs, HeaderTargetPartition); ok {
-		p, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
-		if err != nil || p < 0 {
-			return s, headerErr(HeaderTargetPartition, string(b), ErrBadPartition)
-		}
-		s.TargetPartition = int32(p)
+	if s.TargetPartition, err = targetPartition(hs); err != nil {
+		return s, err
 	}
 
 	if b, ok := lastValue(hs, HeaderDeliverAt); ok {
@@ -245,6 +239,67 @@ func (t *Table) Parse(hs []kgo.RecordHeader, ts time.Time) (Schedule, error) {
 	s.Due = due
 	s.Delay = s.Due.Sub(ts)
 	return s, s.checkUntil()
+}
+
+// Target returns the target topic and partition (-1: none, the key
+// decides) of a delay-topic record, as [Table.Parse] reads them, with
+// the same checks and errors, and nothing else of its schedule: for a
+// record whose schedule was read before, when only where it goes is
+// needed again.
+func (t *Table) Target(hs []kgo.RecordHeader) (string, int32, error) {
+	target, err := t.target(hs)
+	if err != nil {
+		return "", -1, err
+	}
+	p, err := targetPartition(hs)
+	if err != nil {
+		return "", -1, err
+	}
+	return target, p, nil
+}
+
+// maxTargets bounds the target names a Table keeps (Table.targets).
+const maxTargets = 256
+
+// target reads and checks the [HeaderTarget] of hs. A name read before
+// is returned as the string kept then (Table.targets).
+func (t *Table) target(hs []kgo.RecordHeader) (string, error) {
+	b, ok := lastValue(hs, HeaderTarget)
+	if !ok || len(b) == 0 {
+		return "", headerErr(HeaderTarget, string(b), ErrMissingTarget)
+	}
+	known := t.targets.Load()
+	if known != nil {
+		if name, ok := (*known)[string(b)]; ok {
+			return name, nil
+		}
+	}
+	name := string(b)
+	if err := ValidTopicName(name); err != nil {
+		return "", headerErr(HeaderTarget, name, ErrBadTarget)
+	}
+	if known == nil || len(*known) < maxTargets {
+		m := map[string]string{name: name}
+		if known != nil {
+			maps.Copy(m, *known)
+		}
+		t.targets.CompareAndSwap(known, &m) // lost to another reader: kept next time
+	}
+	return name, nil
+}
+
+// targetPartition reads and checks the [HeaderTargetPartition] of hs; -1
+// when there is none.
+func targetPartition(hs []kgo.RecordHeader) (int32, error) {
+	b, ok := lastValue(hs, HeaderTargetPartition)
+	if !ok {
+		return -1, nil
+	}
+	p, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 32)
+	if err != nil || p < 0 {
+		return -1, headerErr(HeaderTargetPartition, string(b), ErrBadPartition)
+	}
+	return int32(p), nil
 }
 
 // checkUntil refuses a series whose first occurrence lies after its end.

@@ -2,7 +2,9 @@ package levels
 
 import (
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,5 +251,64 @@ func TestCancelReplace(t *testing.T) {
 	}
 	if err := tab.Stamp(&kgo.Record{}, "delay-topic", Delay{Target: "orders", ID: strings.Repeat("i", 256)}, now); err == nil {
 		t.Error("Stamp accepted an id of 256 bytes")
+	}
+}
+
+// TestTarget: Target reads a record's target and partition as Parse
+// does, errors included; a target read before costs Parse no allocation,
+// from any number of goroutines, and more distinct targets than the table
+// keeps still read right.
+func TestTarget(t *testing.T) {
+	tab := Default()
+	for _, hs := range [][]kgo.RecordHeader{
+		hdrs(HeaderTarget, "orders", HeaderDelay, "1s"),
+		hdrs(HeaderTarget, "orders", HeaderTargetPartition, " 3 ", HeaderDelay, "1s"),
+		hdrs(HeaderTarget, "a", HeaderTarget, "b", HeaderDelay, "1s"),
+		hdrs(HeaderDelay, "1s"),
+		hdrs(HeaderTarget, "", HeaderDelay, "1s"),
+		hdrs(HeaderTarget, "bad name", HeaderDelay, "1s"),
+		hdrs(HeaderTarget, "orders", HeaderTargetPartition, "-1", HeaderDelay, "1s"),
+		hdrs(HeaderTarget, "orders", HeaderTargetPartition, "x", HeaderDelay, "1s"),
+	} {
+		s, perr := tab.Parse(hs, time.UnixMilli(1000))
+		target, p, terr := tab.Target(hs)
+		if perr != nil {
+			if terr == nil || terr.Error() != perr.Error() {
+				t.Errorf("%v: Target error %v, Parse error %v", hs, terr, perr)
+			}
+			continue
+		}
+		if terr != nil || target != s.Target || p != s.TargetPartition {
+			t.Errorf("%v: Target %q %d %v, Parse %q %d", hs, target, p, terr, s.Target, s.TargetPartition)
+		}
+	}
+
+	hs := hdrs(HeaderTarget, "orders", HeaderDeliverAt, "1003500")
+	if allocs := testing.AllocsPerRun(100, func() {
+		if s, err := tab.Parse(hs, time.UnixMilli(1000)); err != nil || s.Target != "orders" {
+			t.Fatal(s, err)
+		}
+	}); allocs != 0 {
+		t.Errorf("Parse of a known target: %v allocations, want 0", allocs)
+	}
+
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2 * maxTargets {
+				name := "t" + strconv.Itoa(g) + "-" + strconv.Itoa(i)
+				got, _, err := tab.Target(hdrs(HeaderTarget, name))
+				if err != nil || got != name {
+					t.Errorf("Target of %s: %q, %v", name, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(*tab.targets.Load()); n > maxTargets {
+		t.Errorf("%d targets kept, at most %d", n, maxTargets)
 	}
 }

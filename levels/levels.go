@@ -36,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -103,6 +104,10 @@ type Table struct {
 	durs     []time.Duration
 	perLevel int32
 	zones    sync.Map // IANA name -> *time.Location, of series read so far
+	// targets holds the target topic names read so far (at most
+	// maxTargets; copied on write), so that reading a schedule does not
+	// allocate its target's name again for every record.
+	targets atomic.Pointer[map[string]string]
 }
 
 // New returns the table for the given levels (as returned by [ParseSpec])
