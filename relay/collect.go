@@ -270,10 +270,13 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 	f := r.newFire()
 	rec := &f.orig
 	err := decodePayloadInto(rec, f.hs[:0], e.Payload)
-	var s levels.Schedule
+	var target string
+	var partition int32
 	if err == nil {
 		rec.Topic, rec.Partition, rec.Offset = r.cfg.Topic, e.Partition, e.Offset
-		s, err = r.pol.table.Parse(rec.Headers, rec.Timestamp)
+		// Its schedule was read when it was added: only where it goes
+		// is read again.
+		target, partition, err = r.pol.table.Target(rec.Headers)
 	}
 	if err != nil {
 		// Cannot happen for entries this relay wrote; re-read the
@@ -285,7 +288,7 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 	due := time.UnixMilli(e.Due)
 	it := &f.it
 	it.kind, it.part, it.offset, it.level, it.orig, it.due = kFire, e.Partition, e.Offset, ps.level, rec, due
-	it.out, it.manual = &f.out, r.forwardInto(&f.out, f.fwd[:0], f.buf[:0], rec, s.Target, s.TargetPartition, due, e.Partition, e.Offset)
+	it.out, it.manual = &f.out, r.forwardInto(&f.out, f.fwd[:0], f.buf[:0], rec, target, partition, due, e.Partition, e.Offset)
 	return it, true
 }
 
