@@ -123,9 +123,9 @@ func (r *Relay) onFailure(it *item, now time.Time) *item {
 
 // settle sorts the outcomes that are in: failed items are set aside as
 // retries of their partition, the others are done. It returns the items
-// that are done.
+// that are done, in b's storage (b is overwritten).
 func (r *Relay) settle(b []*item, now time.Time) []*item {
-	done := b[:0:0]
+	done := b[:0]
 	for _, it := range b {
 		if it.out != nil && it.err != nil {
 			next := r.onFailure(it, now)

@@ -49,8 +49,8 @@ type item struct {
 	sentAt    time.Time // when the current attempt was handed over (its iteration's time)
 	handedNs  int64     // unix ns of the current attempt's produce call (kdelay_send_lateness_seconds)
 	finished  atomic.Bool
-	attempted bool       // it.out was handed to the producer once (a later attempt sends a copy)
-	group     *attempts  // the attempts the current attempt belongs to (done when they all are)
+	attempted bool      // it.out was handed to the producer once (a later attempt sends a copy)
+	group     *attempts // the attempts the current attempt belongs to (done when they all are)
 
 	// Retry state of an item whose produce failed.
 	isolate   bool          // produce alone: a whole batch failed as too large
@@ -189,14 +189,18 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 // collectWheel appends up to max of the wheel's expired entries to b as
 // forwards, and returns how many the wheel handed out.
 func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Time, b *[]*item, max int) int {
-	var fired []*item
-	bad := make(map[int32]bool)
+	fired := r.pool.fired[:0]
+	defer func() { clear(fired); r.pool.fired = fired[:0] }()
+	var bad map[int32]bool // partitions with an entry that does not decode (none: nil)
 	n, err := r.wheel.Expire(r.fireLimit(now).UnixMilli(), max, func(e wheel.Entry) {
 		it, ok := r.fromWheel(e)
 		switch {
 		case it != nil:
 			fired = append(fired, it)
 		case !ok:
+			if bad == nil {
+				bad = make(map[int32]bool)
+			}
 			bad[e.Partition] = true
 		}
 	})
@@ -328,6 +332,7 @@ type itemPool struct {
 	freeItems []*item      // settled, zeroed
 	freeFires []*wheelFire // settled, zeroed
 	actxs     []attemptCtx // what is left of the current chunk of attempt contexts (newAttemptCtx)
+	fired     []*item      // collectWheel's storage for what it fires
 }
 
 // newItem returns a zeroed item for a queue head; the caller sets its

@@ -25,8 +25,12 @@ func (r *Relay) resyncPartition(ps *partState) {
 // flush says whether to flush the wheel; exactly-once mode flushes only
 // after its transaction committed.
 func (r *Relay) finish(b []*item, flush bool) {
-	touched := make(map[int32]int64) // partition -> highest handled offset of the batch (-1: none)
-	var in []*item
+	if r.fin.touched == nil {
+		r.fin.touched = make(map[int32]int64)
+	}
+	touched := r.fin.touched // partition -> highest handled offset of the batch (-1: none)
+	clear(touched)
+	in := r.fin.in[:0]
 	for _, it := range b {
 		h, ok := touched[it.part]
 		if !ok {
@@ -41,8 +45,8 @@ func (r *Relay) finish(b []*item, flush bool) {
 		}
 	}
 	for p, ps := range r.parts {
-		if landed := ps.takeFinished(); len(landed) > 0 {
-			in = append(in, landed...)
+		n := len(in)
+		if in = ps.takeFinished(in); len(in) > n {
 			if _, ok := touched[p]; !ok {
 				touched[p] = -1
 			}
@@ -89,6 +93,8 @@ func (r *Relay) finish(b []*item, flush bool) {
 	if len(b) == 0 && len(settled) == 0 {
 		r.pool.trim() // a quiet iteration
 	}
+	clear(in) // settled shares its storage
+	r.fin.in = in[:0]
 	for p, h := range touched {
 		ps := r.parts[p]
 		if ps == nil {
@@ -109,6 +115,13 @@ func (r *Relay) finish(b []*item, flush bool) {
 			r.wheelFailed("flush", err)
 		}
 	}
+}
+
+// finishScratch is finish's storage, kept from one call to the next
+// (r.mu held) so that finishing a batch allocates nothing of its own.
+type finishScratch struct {
+	touched map[int32]int64
+	in      []*item
 }
 
 func (r *Relay) wheelDone(it *item) {

@@ -55,21 +55,20 @@ func (ps *partState) takeRetries(now time.Time) []*item {
 	return due
 }
 
-// takeFinished removes and returns the items of the flight whose attempt
-// has its outcome.
-func (ps *partState) takeFinished() []*item {
-	var landed []*item
+// takeFinished removes the items of the flight whose attempt has its
+// outcome, and returns dst with them appended.
+func (ps *partState) takeFinished(dst []*item) []*item {
 	kept := ps.flight[:0]
 	for _, it := range ps.flight {
 		if it.finished.Load() {
-			landed = append(landed, it)
+			dst = append(dst, it)
 		} else {
 			kept = append(kept, it)
 		}
 	}
 	clear(ps.flight[len(kept):])
 	ps.flight = kept
-	return landed
+	return dst
 }
 
 // lowestUnsettled returns the lowest offset in flight or being retried,

@@ -121,6 +121,7 @@ type Relay struct {
 	// pool hands out the items of queue heads and of wheel fires, and
 	// takes them back once settled (collect.go; r.mu held).
 	pool itemPool
+	fin  finishScratch // finish's storage (r.mu held)
 	// promise is the promise of every produce attempt (promised), made
 	// once in New: a method value passed per record would allocate.
 	promise func(*kgo.Record, error)
