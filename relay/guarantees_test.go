@@ -224,6 +224,7 @@ func (h *harness) checkDupsAbove(got map[string][]received, keys []string, commi
 type commitWatch struct {
 	mu      sync.Mutex
 	topic   string
+	hold    time.Duration        // produce responses held back this long (OnBrokerRead)
 	acked   map[string]time.Time // kdelay-source -> ack time
 	commits []commitSeen
 }
@@ -250,12 +251,12 @@ func (cw *commitWatch) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	}
 }
 
-// watchCommits installs the hook on the harness's relays and the control
+// watchCommits installs the hooks on the harness's relays and the control
 // on its cluster; call it before starting a relay. Produce responses to
 // the relay are held back by hold (0: none) so that an ack lags its
 // request, which makes a commit sent before the ack visible.
 func watchCommits(h *harness, hold time.Duration) *commitWatch {
-	cw := &commitWatch{topic: h.cfg.Topic, acked: map[string]time.Time{}}
+	cw := &commitWatch{topic: h.cfg.Topic, acked: map[string]time.Time{}, hold: hold}
 	h.kafkaOpts = append(h.kafkaOpts, kgo.WithHooks(cw))
 	h.c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		h.c.KeepControl()
@@ -274,19 +275,18 @@ func watchCommits(h *harness, hold time.Duration) *commitWatch {
 		cw.mu.Unlock()
 		return nil, nil, false
 	})
-	if hold > 0 {
-		h.c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			h.c.KeepControl()
-			for _, t := range req.(*kmsg.ProduceRequest).Topics {
-				if t.Topic != cw.topic && t.Topic != h.cfg.DLQTopic {
-					h.c.SleepControl(func() { time.Sleep(hold) }) // a slow broker: the ack comes later
-					break
-				}
-			}
-			return nil, nil, false
-		})
-	}
 	return cw
+}
+
+// OnBrokerRead implements kgo.HookBrokerRead: with hold set, the relay's
+// client takes each produce response that long after reading it, as from
+// a slow broker, so that its acks lag their requests. It runs in the
+// client, not as a kfake sleeping control, because those race inside
+// kfake when many requests sleep on one connection.
+func (cw *commitWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if cw.hold > 0 && key == int16(kmsg.Produce) && err == nil {
+		time.Sleep(cw.hold) // the slow broker itself: a duration, not a condition
+	}
 }
 
 // check verifies every commit seen against the acks and returns the number
