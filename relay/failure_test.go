@@ -146,23 +146,12 @@ func TestUnclassifiedError(t *testing.T) {
 		// error neither retriable nor classified, the others' (a retry
 		// of odd can share a request with them) with a retriable one,
 		// as nothing of the request was written.
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range pr.Topics {
-			code := kerr.NotLeaderForPartition.Code
+		return produceError(pr, func(tp kmsg.ProduceRequestTopic) int16 {
 			if isOdd(tp.Topic, tp.TopicID) {
-				code = kerr.InvalidRequiredAcks.Code // not retriable, not classified
+				return kerr.InvalidRequiredAcks.Code // not retriable, not classified
 			}
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+			return kerr.NotLeaderForPartition.Code
+		}), nil, true
 	})
 	h.send("odd-one", levels.Delay{Target: "odd", Delay: 0})
 	good := keysOf("ok", 20)
@@ -578,25 +567,38 @@ func (h *harness) failProduces(topic string, code int16, fail *atomic.Bool) {
 		if !fail.Load() || !slices.ContainsFunc(pr.Topics, func(tp kmsg.ProduceRequestTopic) bool { return is(tp.Topic, tp.TopicID) }) {
 			return nil, nil, false
 		}
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, tp := range pr.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-			c := kerr.NotLeaderForPartition.Code
+		return produceError(pr, func(tp kmsg.ProduceRequestTopic) int16 {
 			if is(tp.Topic, tp.TopicID) {
-				c = code
+				return code
 			}
-			for _, p := range tp.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = c
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+			return kerr.NotLeaderForPartition.Code
+		}), nil, true
 	})
 }
+
+// produceError answers a whole produce request with an error for every
+// partition: codeOf's for each topic's. A broker that fails a request
+// writes none of it, so the other topics of a request that fails one
+// get a retriable code (NOT_LEADER_FOR_PARTITION).
+func produceError(pr *kmsg.ProduceRequest, codeOf func(kmsg.ProduceRequestTopic) int16) *kmsg.ProduceResponse {
+	resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+	for _, tp := range pr.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
+		code := codeOf(tp)
+		for _, p := range tp.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// notLeader is produceError's code for a request failed whole with a
+// retriable error.
+func notLeader(kmsg.ProduceRequestTopic) int16 { return kerr.NotLeaderForPartition.Code }
 
 // TestStalledLiveness: a relay with due work that delivers nothing for
 // KDELAY_STALL_TIMEOUT fails its liveness check (so Kubernetes restarts

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -40,19 +39,7 @@ func TestReuseKeepsRecords(t *testing.T) {
 					return nil, nil, false
 				}
 				failProduce--
-				resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-				for _, tp := range pr.Topics {
-					rt := kmsg.NewProduceResponseTopic()
-					rt.Topic, rt.TopicID = tp.Topic, tp.TopicID
-					for _, p := range tp.Partitions {
-						rp := kmsg.NewProduceResponseTopicPartition()
-						rp.Partition = p.Partition
-						rp.ErrorCode = kerr.NotLeaderForPartition.Code
-						rt.Partitions = append(rt.Partitions, rp)
-					}
-					resp.Topics = append(resp.Topics, rt)
-				}
-				return resp, nil, true
+				return produceError(pr, notLeader), nil, true
 			})
 			rr := h.start(func(c *config.Config) { c.Delivery = mode }, func(o *Options) { o.MaxBatch = 64 })
 			rr.waitReady(t)

@@ -269,12 +269,14 @@ func (e *exactlyOnceMode) endTxn(ctx context.Context, b, solo []*item, started *
 	r.m.txnTime.Observe(time.Since(start).Seconds())
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	ended := false // abortTxn already ran
 	if !committed && err != nil && !fencedErr(err) {
 		// The end failed without saying whether it committed: end the
 		// transaction for sure, then ask the group (txnoutcome.go).
 		before := r.commitsBefore(reqs)
 		r.mu.Unlock()
 		e.abortTxn("commit unconfirmed")
+		ended = true
 		outcome := e.outcome(ctx, reqs, before)
 		r.mu.Lock()
 		r.m.txnUnconfirmed.WithLabelValues(outcome.String()).Inc()
@@ -300,9 +302,11 @@ func (e *exactlyOnceMode) endTxn(ctx context.Context, b, solo []*item, started *
 	}
 	r.m.txns.WithLabelValues("aborted").Inc()
 	r.log.Warn("transaction not committed; its partitions are read again from their committed offsets", "err", err, "partitions", len(touched))
-	r.mu.Unlock()
-	e.abortTxn("commit failed") // a no-op unless End left it open
-	r.mu.Lock()
+	if !ended {
+		r.mu.Unlock()
+		e.abortTxn("commit failed") // a no-op unless End left it open
+		r.mu.Lock()
+	}
 	if fencedErr(err) {
 		e.fenced(err)
 	}

@@ -42,7 +42,7 @@ func (o txnOutcome) String() string {
 // partitions whose commit the transaction changed tell anything; they must
 // all agree, or the outcome is unknown (another committer moved them).
 func judgeTxn(reqs map[int32]commitReq, before, group map[int32]commitInfo) txnOutcome {
-	votes := map[txnOutcome]int{}
+	var committed, aborted int
 	for p, c := range reqs {
 		mine := commitInfo{at: c.at.Offset, done: c.done}
 		if sameCommit(mine, before[p]) {
@@ -51,17 +51,17 @@ func judgeTxn(reqs map[int32]commitReq, before, group map[int32]commitInfo) txnO
 		g, ok := group[p]
 		switch {
 		case ok && sameCommit(g, mine):
-			votes[txnCommitted]++
+			committed++
 		case sameCommit(g, before[p]): // none before and none now also agree
-			votes[txnAborted]++
+			aborted++
 		default:
 			return txnUnknown
 		}
 	}
 	switch {
-	case votes[txnCommitted] > 0 && votes[txnAborted] == 0:
+	case committed > 0 && aborted == 0:
 		return txnCommitted
-	case votes[txnAborted] > 0 && votes[txnCommitted] == 0:
+	case aborted > 0 && committed == 0:
 		return txnAborted
 	}
 	return txnUnknown
