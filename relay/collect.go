@@ -251,7 +251,7 @@ func (r *Relay) addToWheel(now time.Time, ps *partState, rec *kgo.Record, due ti
 	})
 	switch {
 	case err == nil:
-		r.m.wheeledAt(ps.level).Inc()
+		r.m.level(ps.level).nWheeled++
 		return true
 	case errors.Is(err, wheel.ErrInvalid):
 		r.log.Warn("wheel refused the record; cascading it instead", "source", levels.Source(r.cfg.Topic, ps.p, rec.Offset), "err", err)

@@ -65,9 +65,9 @@ func (r *Relay) finish(b []*item, flush bool) {
 			ls := r.m.level(it.level)
 			if it.kind == kFire {
 				r.wheelDone(it)
-				ls.forwardedWheel.Inc()
+				ls.nWheel++
 			} else {
-				ls.forwardedDirect.Inc()
+				ls.nDirect++
 			}
 			ls.lateness.Observe(it.ackedAt.Sub(it.due).Seconds())
 			ls.sendLateness.Observe(float64(it.handedNs-it.due.UnixNano()) / 1e9)

@@ -12,6 +12,11 @@ import (
 // the package doc) until ctx ends, then lets what is in flight land and
 // commits it. work outlives ctx by the shutdown timeout.
 func (r *Relay) loop(ctx, work context.Context) error {
+	defer func() { // what the last iteration and the shutdown counted
+		r.mu.Lock()
+		r.m.flushCounts()
+		r.mu.Unlock()
+	}()
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		if r.fatal != nil {
@@ -133,6 +138,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.mu.Lock()
 		r.updatePauses()
 		r.updateGauges(now)
+		r.m.flushCounts()
 		r.mu.Unlock()
 		r.m.ready.Set(boolFloat(r.Ready()))
 		r.cl.AllowRebalance()
@@ -171,7 +177,7 @@ func (r *Relay) enqueue(rec *kgo.Record) {
 	ps.queue = append(ps.queue, rec)
 	ps.bytes += recordBytes(rec)
 	if !rec.Attrs.IsControl() {
-		r.m.level(ps.level).consumed.Inc()
+		r.m.level(ps.level).nConsumed++
 	}
 }
 

@@ -56,6 +56,33 @@ type levelSeries struct {
 	// Created on first use (lazySeries), so that a level's series of
 	// these appears once it counts, as without the cache.
 	wheeled, cascaded, mismatched prometheus.Counter
+
+	// The loop counts records here in plain integers and adds them to
+	// their series once per iteration (flushCounts), because an atomic
+	// add per record on a shared series costs more than the counting.
+	nConsumed, nDirect, nWheel, nWheeled int
+}
+
+// flushCounts adds the records counted since the last call to their
+// series; the loop calls it once per iteration, under the relay's mutex,
+// so a scrape lags the loop by at most one iteration.
+func (m *metrics) flushCounts() {
+	for level, ls := range m.byLevel {
+		addCount(ls.consumed, &ls.nConsumed)
+		addCount(ls.forwardedDirect, &ls.nDirect)
+		addCount(ls.forwardedWheel, &ls.nWheel)
+		if ls.nWheeled > 0 {
+			addCount(m.wheeledAt(level), &ls.nWheeled)
+		}
+	}
+}
+
+// addCount adds *n to c and zeroes it.
+func addCount(c prometheus.Counter, n *int) {
+	if *n > 0 {
+		c.Add(float64(*n))
+		*n = 0
+	}
 }
 
 // lazySeries returns *c, first set to vec's series of level.
