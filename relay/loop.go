@@ -26,6 +26,7 @@ func (r *Relay) loop(ctx, work context.Context) error {
 		r.maintainWheel(r.now())
 		staging := r.stageWheel(r.now())
 		wake := r.nextWake(r.now())
+		r.warmUp(ctx, r.now())
 		r.wantRound(wake)
 		if staging && (wake.IsZero() || wake.After(r.now())) {
 			wake = r.now().Add(time.Millisecond) // poll without blocking, then scan on

@@ -112,6 +112,7 @@ type Relay struct {
 	idleAfter  time.Duration
 	busyAt     time.Time // last iteration that handled records; zero once idle was reported (loop only)
 	lastIter   time.Time // when the loop last decided a batch (loop only)
+	warmAt     time.Time // when the last producer warm-up started (warm.go; loop only)
 	// gaugeNext and gaugeLag are updateGauges' per-level scratch (index:
 	// level), kept so that every iteration does not allocate them.
 	gaugeNext []time.Time
@@ -179,6 +180,7 @@ type Relay struct {
 	health    health
 	stopping  atomic.Bool
 	joined    atomic.Bool
+	warming   atomic.Bool // a producer warm-up is under way (warm.go)
 	closeOnce sync.Once
 	closeErr  error
 }
