@@ -10,15 +10,15 @@ import (
 // [New]; franz-go's client series come from the kprom plugin with the
 // prefix kdelay_kafka_.
 type metrics struct {
-	consumed         *prometheus.CounterVec   // level
-	forwarded        *prometheus.CounterVec   // level, path (direct|wheel)
-	cascaded         *prometheus.CounterVec   // level
-	deadLettered     *prometheus.CounterVec   // level, reason
-	mismatched       *prometheus.CounterVec   // level
-	wheelAdded       *prometheus.CounterVec   // level
-	retries          *prometheus.CounterVec   // reason
-	lateness         *prometheus.HistogramVec // level
-	sendLateness     *prometheus.HistogramVec // level
+	consumed         *prometheus.CounterVec // level
+	forwarded        *prometheus.CounterVec // level, path (direct|wheel)
+	cascaded         *prometheus.CounterVec // level
+	deadLettered     *prometheus.CounterVec // level, reason
+	mismatched       *prometheus.CounterVec // level
+	wheelAdded       *prometheus.CounterVec // level
+	retries          *prometheus.CounterVec // reason
+	lateness         *batchHistogram        // level
+	sendLateness     *batchHistogram        // level
 	commitTime       prometheus.Histogram
 	commitSyncTime   prometheus.Histogram
 	wheelPending     prometheus.Gauge
@@ -50,7 +50,7 @@ type metrics struct {
 // and the level's gauges, set after every iteration of the loop.
 type levelSeries struct {
 	consumed, forwardedDirect, forwardedWheel prometheus.Counter
-	lateness, sendLateness                    prometheus.Observer
+	lateness, sendLateness                    *histBatch
 	nextDue, lag                              prometheus.Gauge
 
 	// Created on first use (lazySeries), so that a level's series of
@@ -59,13 +59,15 @@ type levelSeries struct {
 
 	// The loop counts records here in plain integers and adds them to
 	// their series once per iteration (flushCounts), because an atomic
-	// add per record on a shared series costs more than the counting.
+	// add per record on a shared series costs more than the counting;
+	// lateness and sendLateness are published then too.
 	nConsumed, nDirect, nWheel, nWheeled int
 }
 
-// flushCounts adds the records counted since the last call to their
-// series; the loop calls it once per iteration, under the relay's mutex,
-// so a scrape lags the loop by at most one iteration.
+// flushCounts adds the records counted and the lateness observed since
+// the last call to their series; the loop calls it once per iteration,
+// under the relay's mutex, so a scrape lags the loop by at most one
+// iteration.
 func (m *metrics) flushCounts() {
 	for level, ls := range m.byLevel {
 		addCount(ls.consumed, &ls.nConsumed)
@@ -74,6 +76,8 @@ func (m *metrics) flushCounts() {
 		if ls.nWheeled > 0 {
 			addCount(m.wheeledAt(level), &ls.nWheeled)
 		}
+		ls.lateness.flush()
+		ls.sendLateness.flush()
 	}
 }
 
@@ -117,8 +121,8 @@ func (m *metrics) level(level int) *levelSeries {
 		consumed:        m.consumed.WithLabelValues(l),
 		forwardedDirect: m.forwarded.WithLabelValues(l, "direct"),
 		forwardedWheel:  m.forwarded.WithLabelValues(l, "wheel"),
-		lateness:        m.lateness.WithLabelValues(l),
-		sendLateness:    m.sendLateness.WithLabelValues(l),
+		lateness:        m.lateness.series(l),
+		sendLateness:    m.sendLateness.series(l),
 		nextDue:         m.nextDue.WithLabelValues(l),
 		lag:             m.lag.WithLabelValues(l),
 	}
@@ -152,16 +156,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kdelay_produce_retries_total", Help: "Produce attempts retried after a retriable error.",
 		}, []string{"reason"}),
-		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "kdelay_lateness_seconds",
-			Help:    "Target ack time minus due time of forwarded records.",
-			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"level"}),
-		sendLateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "kdelay_send_lateness_seconds",
-			Help:    "Time from the due time of forwarded records to the relay's produce call of their last attempt: the relay's own part of kdelay_lateness_seconds (the produce round trip is the rest).",
-			Buckets: []float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
-		}, []string{"level"}),
+		lateness: newBatchHistogram("kdelay_lateness_seconds",
+			"Target ack time minus due time of forwarded records.",
+			[]float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}),
+		sendLateness: newBatchHistogram("kdelay_send_lateness_seconds",
+			"Time from the due time of forwarded records to the relay's produce call of their last attempt: the relay's own part of kdelay_lateness_seconds (the produce round trip is the rest).",
+			[]float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}),
 		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kdelay_commit_latency_seconds", Help: "Duration of synchronous offset commits.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),

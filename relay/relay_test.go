@@ -120,7 +120,7 @@ func sumCounter(c *prometheus.CounterVec) float64 {
 }
 
 // histTotals sums the sample counts and sums of every series of h.
-func histTotals(h *prometheus.HistogramVec) (n uint64, sum float64) {
+func histTotals(h prometheus.Collector) (n uint64, sum float64) {
 	ch := make(chan prometheus.Metric, 64)
 	go func() { h.Collect(ch); close(ch) }()
 	for m := range ch {
