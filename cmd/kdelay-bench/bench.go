@@ -48,8 +48,8 @@ type bench struct {
 
 	kdelayBin string
 	results   *results
-	// produce rates of the serial pipe's source load (records/s), by
-	// size: the lead of the loads produced ahead of their due times.
+	// produce rates of the bench's last load of each size (records/s):
+	// the lead of the loads produced ahead of their due times.
 	prodRate map[int]float64
 }
 
@@ -266,8 +266,11 @@ func (b *bench) table(spec string) *levels.Table {
 }
 
 // lead is how long producing n records of size takes, with a margin: at
-// the measured produce rate of the serial pipe's source load if it ran
-// (plus half), else at a conservative guess.
+// the last measured produce rate of a load of that size (plus half), else
+// at a conservative guess. The relay idles through the lead and its idle
+// CPU counts in a burst's CPU per record, so the bursts measure the rate
+// first (calibrate) rather than charge their records for seconds of
+// waiting at a guessed one.
 func (b *bench) lead(n, size int) time.Duration {
 	if rate, ok := b.prodRate[size]; ok && rate > 0 {
 		return time.Duration(float64(n)/rate*1.5*float64(time.Second)) + time.Second
@@ -277,6 +280,29 @@ func (b *bench) lead(n, size int) time.Duration {
 		rate = 12_000
 	}
 	return time.Duration(float64(n)/rate*float64(time.Second)) + b.o.margin
+}
+
+// calibrate measures the load's produce rate for size when no load of
+// that size ran yet: a quarter of a run's records, plain, to a scratch
+// topic, so that the first burst's lead follows the broker too.
+func (b *bench) calibrate(ctx context.Context, nm names, size int) error {
+	if b.prodRate[size] > 0 {
+		return nil
+	}
+	n, k, topic := max(b.o.records/4, 1000), b.o.partitions, nm.target+"-calibrate"
+	if err := b.createTopics(ctx, map[string]int{topic: k}); err != nil {
+		return err
+	}
+	ps, err := b.produceLoad(ctx, "calibrate", n, size, nil, "", func(i int, _ time.Time) recSpec {
+		return recSpec{plain: true, topic: topic, partition: int32(i % k)}
+	})
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	if ps.took > 0 {
+		b.prodRate[size] = float64(n) / ps.took.Seconds()
+	}
+	return nil
 }
 
 // relayReadAhead is how long before their level time the relay reads
@@ -327,6 +353,9 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	if err != nil {
 		return r, err
 	}
+	if err := b.calibrate(ctx, nm, size); err != nil {
+		return r, err
+	}
 	cpu0, cpuOK := rp.cpuSeconds()
 	start := time.Now()
 	lead := b.lead(n, size)
@@ -370,6 +399,9 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	}
 	took := ps.took
 	r.ProduceSeconds = took.Seconds()
+	if took > 0 {
+		b.prodRate[size] = float64(n) / took.Seconds()
+	}
 	if produced := start.Add(took); !produced.Before(due) {
 		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: producing ended %s after the due time: not a clean burst", produced.Sub(due).Round(time.Millisecond)))
 	} else if readAt := due.Add(-relayReadAhead); scenario == "direct" && !produced.Before(readAt) {
