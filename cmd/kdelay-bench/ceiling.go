@@ -82,10 +82,30 @@ func (b *bench) ceiling(ctx context.Context, r *result, nm names, tag string) (*
 	}
 	got, dups, bad := col.finish(200 * time.Millisecond)
 	r.fill(got, dups, bad)
+	if werr == nil {
+		werr = clientCPU(ctx, r, cl, build(warm, r.Records))
+	}
 	// Its lateness is the time from the burst's start to each append: no
 	// record of the ceiling is late, so the late windows say nothing.
 	r.LateWindows, r.LateShare = nil, 0
 	return r, werr
+}
+
+// clientCPU produces the burst once more, to the warm-up topic, with
+// nothing else running in this process (the collector is done), and sets
+// r.ClientCPUSeconds to this process's CPU time meanwhile: what one
+// produce-only client costs per record on this machine, the reference the
+// relay's CPU per record is set against in the same round (a figure in
+// µs per record follows the machine more than the code).
+func clientCPU(ctx context.Context, r *result, cl *kgo.Client, recs []*kgo.Record) error {
+	cpu0, ok := processCPU()
+	if _, err := produceAll(ctx, cl, recs); err != nil {
+		return fmt.Errorf("client CPU reference: %w", err)
+	}
+	if cpu1, ok1 := processCPU(); ok && ok1 {
+		r.ClientCPUSeconds = cpu1 - cpu0
+	}
+	return nil
 }
 
 // produceAll produces recs with cl and waits for every ack: how long it

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -103,6 +104,48 @@ func TestPairRatios(t *testing.T) {
 		if tc.r.RatioToCeiling != tc.ceiling || tc.r.RatioToALO != tc.toALO {
 			t.Errorf("%s: got %v / %v, want %v / %v", tc.name, tc.r.RatioToCeiling, tc.r.RatioToALO, tc.ceiling, tc.toALO)
 		}
+	}
+}
+
+// A burst's relay CPU per record is set against the ceiling client's of
+// its size and round, whatever the ceiling's drain rate.
+func TestCPUToClient(t *testing.T) {
+	c1 := run1("ceiling", "", 100, 1, 0) // drain unknown (kfake): the CPU still pairs
+	c1.ClientCPUSeconds = 0.0008         // 0.8 µs per record of 1000
+	l1 := run1("level", atLeastOnce, 100, 1, 180)
+	l1.RelayCPUSeconds = 0.003
+	w1k := run1("wheel", atLeastOnce, 1024, 1, 150) // no ceiling of its size
+	w1k.RelayCPUSeconds = 0.005
+	c2 := run1("ceiling", "", 100, 2, 100)
+	c2.ClientCPUSeconds, c2.Err = 0.001, "ceiling: failed"
+	l2 := run1("level", atLeastOnce, 100, 2, 100)
+	l2.RelayCPUSeconds = 0.003
+	i3 := run1("wheel", atLeastOnce, 100, 3, 100) // the relay in process: no CPU of its own
+	c3 := run1("ceiling", "", 100, 3, 100)
+	c3.ClientCPUSeconds = 0.001
+	rs := []*result{c1, l1, w1k, c2, l2, i3, c3}
+	pairRatios(rs)
+	for _, tc := range []struct {
+		r    *result
+		want float64
+		name string
+	}{
+		{l1, 3.75, "level round 1"},
+		{w1k, 0, "wheel 1KB without a ceiling of its size"},
+		{l2, 0, "level round 2, its ceiling failed"},
+		{i3, 0, "relay in process"},
+		{c1, 0, "the ceiling itself"},
+	} {
+		if math.Abs(tc.r.CPUToClient-tc.want) > 1e-9 {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.r.CPUToClient, tc.want)
+		}
+	}
+	if got := cpuPerRecord(c1); math.Abs(got-0.8) > 1e-9 {
+		t.Errorf("ceiling client CPU per record: got %v µs, want 0.8", got)
+	}
+	md := markdown(&results{Results: rs})
+	if !strings.Contains(md, "| 3.00 | 3.75x |") {
+		t.Errorf("runs table lacks the level run's CPU and its ratio to the client:\n%s", md)
 	}
 }
 

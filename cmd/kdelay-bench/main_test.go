@@ -102,6 +102,10 @@ func TestQuick(t *testing.T) {
 			}
 		}
 	}
+	// The ceiling measures its client's CPU, the reference of the relay's.
+	if c := got["ceiling "+atLeastOnce]; c != nil && c.ClientCPUSeconds <= 0 {
+		t.Errorf("ceiling: no client CPU measured")
+	}
 	if rc := got["recovery "+atLeastOnce]; rc != nil && (rc.Recovery == nil || rc.Recovery.PendingAtStop != 3000 || rc.Delivered == 0) {
 		t.Errorf("recovery: %+v, %d delivered", rc.Recovery, rc.Delivered)
 	}

@@ -110,6 +110,15 @@ type result struct {
 	// and group join are not. 0: not measured (the relay in process, the
 	// recovery scenario). Steadier than rec/s on a shared machine.
 	RelayCPUSeconds float64 `json:"relay_cpu_seconds,omitempty"`
+	// ClientCPUSeconds, of a ceiling run, is the CPU time (user and
+	// system) of the bench's process while its producer sent the burst's
+	// records once more, nothing else running in the process: one
+	// produce-only client with the relay's producer settings, the
+	// reference for the relay's CPU per record on the same machine.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds,omitempty"`
+	// CPUToClient is, for a burst, the relay's CPU per record over the
+	// ceiling client's of the same size and round.
+	CPUToClient float64 `json:"cpu_to_ceiling_client,omitempty"`
 	// RelayCPUTotalSeconds is process_cpu_seconds_total at the end of the
 	// run: from the process's start.
 	RelayCPUTotalSeconds float64 `json:"relay_cpu_total_seconds,omitempty"`
@@ -383,9 +392,12 @@ func pairRatios(rs []*result) {
 		if !slices.Contains(burstScenarios, r.Scenario) || r.Err != "" {
 			continue
 		}
-		r.RatioToCeiling, r.RatioToALO = 0, 0
+		r.RatioToCeiling, r.RatioToALO, r.CPUToClient = 0, 0, 0
 		if c := find("ceiling", atLeastOnce, r.Size, r.Rep); c != nil {
 			r.RatioToCeiling = r.DrainRate / c.DrainRate
+		}
+		if c := clientOf(rs, r); c != nil && cpuPerRecord(r) > 0 {
+			r.CPUToClient = cpuPerRecord(r) / cpuPerRecord(c)
 		}
 		if r.mode() == exactlyOnce {
 			if a := find(r.Scenario, atLeastOnce, r.Size, r.Rep); a != nil {
@@ -393,6 +405,17 @@ func pairRatios(rs []*result) {
 			}
 		}
 	}
+}
+
+// clientOf returns the complete ceiling run of r's size and round with a
+// client CPU figure, nil if none (its drain rate need not be known).
+func clientOf(rs []*result, r *result) *result {
+	for _, c := range rs {
+		if c.Scenario == "ceiling" && c.Size == r.Size && c.Rep == r.Rep && c.Err == "" && c.ClientCPUSeconds > 0 {
+			return c
+		}
+	}
+	return nil
 }
 
 func median(v []float64) float64 {
@@ -413,7 +436,8 @@ type repRow struct {
 	name                      string
 	n, failed                 int
 	rate, ratio, ratioALO     []float64
-	cpu                       []float64 // relay CPU µs per record
+	cpu                       []float64 // relay CPU µs per record (ceiling: its client's)
+	cpuRatio                  []float64 // relay CPU over the ceiling client's
 	first                     []float64 // lateness of the first record delivered (bursts)
 	p50, p99, p999, max, cp99 []float64
 	early, dups               int
@@ -445,6 +469,9 @@ func repetitions(res *results) []repRow {
 		}
 		if c := cpuPerRecord(r); c > 0 {
 			row.cpu = append(row.cpu, c)
+		}
+		if r.CPUToClient > 0 {
+			row.cpuRatio = append(row.cpuRatio, r.CPUToClient)
 		}
 		if f, ok := firstLate(r); ok {
 			row.first = append(row.first, f)
@@ -498,8 +525,13 @@ func (r *result) summary() string {
 	if f, ok := firstLate(r); ok {
 		fmt.Fprintf(&sb, ", first record %s after its due time", ms(f))
 	}
-	if c := cpuPerRecord(r); c > 0 {
+	if c := cpuPerRecord(r); c > 0 && r.Scenario == "ceiling" {
+		fmt.Fprintf(&sb, ", client CPU %.2f µs/record", c)
+	} else if c > 0 {
 		fmt.Fprintf(&sb, ", relay CPU %.2f µs/record", c)
+		if r.CPUToClient > 0 {
+			fmt.Fprintf(&sb, " (%.2fx the ceiling client's)", r.CPUToClient)
+		}
 	}
 	if r.RelayPeakRSS > 0 {
 		fmt.Fprintf(&sb, ", relay peak RSS %s", mb(r.RelayPeakRSS))
@@ -613,13 +645,17 @@ func firstCell(r *result) string {
 
 // cpuPerRecord is the relay's CPU time per record of the run, in
 // microseconds, end to end (RelayCPUSeconds: from the first produce to the
-// last delivery); 0 without a figure (the relay in process: its CPU is not
-// its own).
+// last delivery), and for a ceiling run its client's (ClientCPUSeconds);
+// 0 without a figure (the relay in process: its CPU is not its own).
 func cpuPerRecord(r *result) float64 {
-	if r.RelayCPUSeconds == 0 || r.Records == 0 {
+	cpu := r.RelayCPUSeconds
+	if r.Scenario == "ceiling" {
+		cpu = r.ClientCPUSeconds
+	}
+	if cpu == 0 || r.Records == 0 {
 		return 0
 	}
-	return r.RelayCPUSeconds * 1e6 / float64(r.Records)
+	return cpu * 1e6 / float64(r.Records)
 }
 
 func usFmt(v float64) string { return fmt.Sprintf("%.2fµs", v) }
@@ -650,8 +686,8 @@ func markdown(res *results) string {
 		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | relay CPU µs/record | relay peak RSS (anon + file) |\n")
-	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | CPU µs/record (relay; ceiling: its client) | relay CPU vs ceiling client | relay peak RSS (anon + file) |\n")
+	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
 		ratio, ratioALO := "-", "-"
 		if r.RatioToCeiling > 0 {
@@ -679,13 +715,17 @@ func markdown(res *results) string {
 		if r.Err != "" {
 			name += " (FAILED)"
 		}
-		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s |\n",
-			name, r.Delivered, r.Records, rate, ratio, ratioALO, firstCell(r), p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, cpuCell(r), rssCell(r))
+		cpuRatio := "-"
+		if r.CPUToClient > 0 {
+			cpuRatio = ratioFmt(r.CPUToClient)
+		}
+		fmt.Fprintf(&sb, "| %s | %d/%d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s |\n",
+			name, r.Delivered, r.Records, rate, ratio, ratioALO, firstCell(r), p50, p99, p999, mx, cp99, r.Early, r.Duplicates, paths, cpuCell(r), cpuRatio, rssCell(r))
 	}
 	if rows := repetitions(res); len(rows) > 0 {
 		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the ceiling (or the at-least-once run) of its own round.\n\n")
-		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | relay CPU µs/record | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
-		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---|---|---:|---:|\n")
+		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | CPU µs/record (relay; ceiling: its client) | relay CPU vs ceiling client | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
+		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---|---|---|---:|---:|\n")
 		for _, m := range rows {
 			runs := strconv.Itoa(m.n)
 			if m.failed > 0 {
@@ -695,8 +735,8 @@ func markdown(res *results) string {
 			if strings.HasPrefix(m.name, "duerate") {
 				rate = "-"
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
-				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt), spread(m.cpu, usFmt), spread(m.first, ms),
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d |\n", m.name, runs, rate,
+				spread(m.ratio, ratioFmt), spread(m.ratioALO, ratioFmt), spread(m.cpu, usFmt), spread(m.cpuRatio, ratioFmt), spread(m.first, ms),
 				spread(m.p50, ms), spread(m.p99, ms), spread(m.p999, ms), spread(m.max, ms), spread(m.cp99, ms), m.early, m.dups)
 		}
 	}
@@ -730,7 +770,7 @@ func markdown(res *results) string {
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}
-	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. First record late: in a burst (direct, level, wheel: every record due at once), the first delivery's lateness. Relay CPU: the relay process's CPU time (process_cpu_seconds_total: every thread, user and system) from just before the run's first produce to its last delivery, per record of the run: the end-to-end cost, without the process's start and group join.\n")
+	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. First record late: in a burst (direct, level, wheel: every record due at once), the first delivery's lateness. Relay CPU: the relay process's CPU time (process_cpu_seconds_total: every thread, user and system) from just before the run's first produce to its last delivery, per record of the run: the end-to-end cost, without the process's start and group join. Ceiling client CPU: the bench's own CPU time (user and system) while its producer sent the ceiling's records once more with nothing else running in it: one produce-only client with the relay's producer settings, on the same machine in the same round; relay CPU vs ceiling client is the relay's CPU per record over it.\n")
 	return sb.String()
 }
 
