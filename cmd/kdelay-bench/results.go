@@ -376,46 +376,38 @@ func rateName(n int) string {
 var burstScenarios = []string{"serial", "pipelined", "direct", "level", "wheel"}
 
 // pairRatios sets each complete burst's ratio to the ceiling of its size
-// and round, and each complete exactly-once run's ratio to the
+// and round (its drain rate, and its CPU per record to the ceiling
+// client's), and each complete exactly-once run's ratio to the
 // at-least-once run of its path, size and round. Runs without a complete
-// partner keep 0.
+// partner that has the figure keep 0.
 func pairRatios(rs []*result) {
-	find := func(scenario, mode string, size, rep int) *result {
+	find := func(scenario, mode string, size, rep int, has func(*result) bool) *result {
 		for _, p := range rs {
-			if p.Scenario == scenario && p.mode() == mode && p.Size == size && p.Rep == rep && p.Err == "" && p.DrainRate > 0 {
+			if p.Scenario == scenario && p.mode() == mode && p.Size == size && p.Rep == rep && p.Err == "" && has(p) {
 				return p
 			}
 		}
 		return nil
 	}
+	drain := func(p *result) bool { return p.DrainRate > 0 }
+	cpu := func(p *result) bool { return cpuPerRecord(p) > 0 }
 	for _, r := range rs {
 		if !slices.Contains(burstScenarios, r.Scenario) || r.Err != "" {
 			continue
 		}
 		r.RatioToCeiling, r.RatioToALO, r.CPUToClient = 0, 0, 0
-		if c := find("ceiling", atLeastOnce, r.Size, r.Rep); c != nil {
+		if c := find("ceiling", atLeastOnce, r.Size, r.Rep, drain); c != nil {
 			r.RatioToCeiling = r.DrainRate / c.DrainRate
 		}
-		if c := clientOf(rs, r); c != nil && cpuPerRecord(r) > 0 {
+		if c := find("ceiling", atLeastOnce, r.Size, r.Rep, cpu); c != nil && cpu(r) {
 			r.CPUToClient = cpuPerRecord(r) / cpuPerRecord(c)
 		}
 		if r.mode() == exactlyOnce {
-			if a := find(r.Scenario, atLeastOnce, r.Size, r.Rep); a != nil {
+			if a := find(r.Scenario, atLeastOnce, r.Size, r.Rep, drain); a != nil {
 				r.RatioToALO = r.DrainRate / a.DrainRate
 			}
 		}
 	}
-}
-
-// clientOf returns the complete ceiling run of r's size and round with a
-// client CPU figure, nil if none (its drain rate need not be known).
-func clientOf(rs []*result, r *result) *result {
-	for _, c := range rs {
-		if c.Scenario == "ceiling" && c.Size == r.Size && c.Rep == r.Rep && c.Err == "" && c.ClientCPUSeconds > 0 {
-			return c
-		}
-	}
-	return nil
 }
 
 func median(v []float64) float64 {
