@@ -177,6 +177,9 @@ type collector struct {
 	dups int
 	bad  int
 	done chan struct{}
+	// primed is closed when the primer (primerKey) arrives.
+	primed     chan struct{}
+	primerSeen bool
 	last atomic.Int64 // unix ns of the last new record
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -196,7 +199,7 @@ func (b *bench) newCollector(ctx context.Context, topic string, n int, what stri
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{cl: cl, n: n, seen: make([]bool, n), done: make(chan struct{}), recs: make([]delivery, 0, n)}
+	c := &collector{cl: cl, n: n, seen: make([]bool, n), done: make(chan struct{}), primed: make(chan struct{}), recs: make([]delivery, 0, n)}
 	c.bar = b.bar(n, what)
 	cctx, cancel := context.WithCancel(ctx)
 	c.stop = cancel
@@ -216,6 +219,13 @@ func (c *collector) loop(ctx context.Context) {
 		arr := time.Now().UnixMicro()
 		c.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == primerKey {
+				if !c.primerSeen {
+					c.primerSeen = true
+					close(c.primed)
+				}
+				return
+			}
 			idx, err := strconv.Atoi(string(r.Key[min(1, len(r.Key)):]))
 			if err != nil || idx < 0 || idx >= c.n {
 				c.bad++

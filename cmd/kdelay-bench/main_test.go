@@ -70,6 +70,9 @@ func TestQuick(t *testing.T) {
 		if r.Early != 0 || r.Duplicates != 0 {
 			t.Errorf("%s: %d early, %d duplicates", r.name(), r.Early, r.Duplicates)
 		}
+		if r.Foreign != 0 {
+			t.Errorf("%s: %d records the collector did not know (the primer is known)", r.name(), r.Foreign)
+		}
 		if r.Scenario != "recovery" && r.Delivered != r.Records {
 			t.Errorf("%s: delivered %d of %d", r.name(), r.Delivered, r.Records)
 		}

@@ -66,6 +66,9 @@ type result struct {
 	// earliest target timestamp): in a burst, how long after the common
 	// due time the first record was out. nil: no record with a due time.
 	FirstLatenessMs *float64 `json:"first_lateness_ms,omitempty"`
+	// primedWheel and primedDirect are the relay's forwards of the primer
+	// (bench.prime), by path; the run's ViaWheel and Direct are net of them.
+	primedWheel, primedDirect int
 	ProduceSeconds  float64  `json:"produce_seconds"`
 	WallSeconds     float64  `json:"wall_seconds"`
 	DueMs           int64    `json:"first_due_unix_ms,omitempty"`
