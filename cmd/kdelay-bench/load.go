@@ -180,9 +180,9 @@ type collector struct {
 	// primed is closed when the primer (primerKey) arrives.
 	primed     chan struct{}
 	primerSeen bool
-	last atomic.Int64 // unix ns of the last new record
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	last       atomic.Int64 // unix ns of the last new record
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
 }
 
 func (b *bench) newCollector(ctx context.Context, topic string, n int, what string) (*collector, error) {

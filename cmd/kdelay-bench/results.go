@@ -69,9 +69,9 @@ type result struct {
 	// primedWheel and primedDirect are the relay's forwards of the primer
 	// (bench.prime), by path; the run's ViaWheel and Direct are net of them.
 	primedWheel, primedDirect int
-	ProduceSeconds  float64  `json:"produce_seconds"`
-	WallSeconds     float64  `json:"wall_seconds"`
-	DueMs           int64    `json:"first_due_unix_ms,omitempty"`
+	ProduceSeconds            float64 `json:"produce_seconds"`
+	WallSeconds               float64 `json:"wall_seconds"`
+	DueMs                     int64   `json:"first_due_unix_ms,omitempty"`
 	// ProduceRate is Records over ProduceSeconds. LeadMs is the first due
 	// time minus the end of the produce (negative: the load was still being
 	// produced when records came due); AckedAfterDue counts records whose
