@@ -66,12 +66,9 @@ type result struct {
 	// earliest target timestamp): in a burst, how long after the common
 	// due time the first record was out. nil: no record with a due time.
 	FirstLatenessMs *float64 `json:"first_lateness_ms,omitempty"`
-	// primedWheel and primedDirect are the relay's forwards of the primer
-	// (bench.prime), by path; the run's ViaWheel and Direct are net of them.
-	primedWheel, primedDirect int
-	ProduceSeconds            float64 `json:"produce_seconds"`
-	WallSeconds               float64 `json:"wall_seconds"`
-	DueMs                     int64   `json:"first_due_unix_ms,omitempty"`
+	ProduceSeconds  float64  `json:"produce_seconds"`
+	WallSeconds     float64  `json:"wall_seconds"`
+	DueMs           int64    `json:"first_due_unix_ms,omitempty"`
 	// ProduceRate is Records over ProduceSeconds. LeadMs is the first due
 	// time minus the end of the produce (negative: the load was still being
 	// produced when records came due); AckedAfterDue counts records whose
@@ -159,6 +156,10 @@ type result struct {
 	Breakdown *breakdown `json:"lateness_breakdown,omitempty"`
 	// lateAll is every late window (fill), for attributePauses.
 	lateAll []lateWindow
+
+	// primedWheel and primedDirect are the relay's forwards of the primer
+	// (bench.prime), by path; the run's ViaWheel and Direct are net of them.
+	primedWheel, primedDirect int
 }
 
 // lateWindowMs is the lateness from which a record counts in LateWindows:
