@@ -633,6 +633,7 @@ type blockReader struct {
 	long    []byte   // the buffer for a record longer than what was read
 	miss    int64    // the record the last read was for
 	missSeg *segment // and its segment
+	bytes   int64    // read in all, for the tests of what a scan reads
 }
 
 // read is readActive.
@@ -640,13 +641,8 @@ func (b *blockReader) read(s *segment, p int64) []byte {
 	if r := b.at(s, p); r != nil {
 		return r
 	}
-	near := b.missSeg == s && p > b.miss-activeBlock && p < b.miss+activeBlock
+	start, n, near := b.span(s, p)
 	b.miss, b.missSeg = p, s
-	start, n := p, min(s.size-p, activeRead)
-	if near { // entries close together: read the block around them
-		start = p &^ (activeBlock - 1)
-		n = min(s.size-start, activeBlock)
-	}
 	if cap(b.buf) < activeBlock {
 		b.buf = make([]byte, activeBlock)
 	}
@@ -680,15 +676,43 @@ func (b *blockReader) read(s *segment, p int64) []byte {
 		b.long = make([]byte, size)
 	}
 	r = b.long[:size]
+	b.bytes += size
 	if _, err := s.f.ReadAt(r, p); err != nil {
 		return nil
 	}
 	return r
 }
 
+// span returns what read reads for the record at p of s, which what was
+// read last does not hold whole: next to what was read last, the block
+// that continues it (a scan walks a slot's chain backwards, a hand-out
+// goes forwards), so that each byte is read once; close to the previous
+// miss, the aligned block around p; else a record alone. near reports a
+// block.
+func (b *blockReader) span(s *segment, p int64) (start, n int64, near bool) {
+	end := b.off + int64(len(b.buf))
+	switch {
+	case b.seg == s && p >= b.off && p < end+activeBlock:
+		// At or past what was read, or running past its end: the block
+		// from p's page on.
+		start = p &^ (activePage - 1)
+		return start, min(s.size-start, activeBlock), true
+	case b.seg == s && p < b.off && p >= b.off-activeBlock+activePage:
+		// Just before it: the block that ends a page into it, so that a
+		// record running into it by up to a page is read whole.
+		start = max(b.off-activeBlock+activePage, 0)
+		return start, min(s.size, b.off+activePage) - start, true
+	case b.missSeg == s && p > b.miss-activeBlock && p < b.miss+activeBlock:
+		start = p &^ (activeBlock - 1)
+		return start, min(s.size-start, activeBlock), true
+	}
+	return p, min(s.size-p, activeRead), false
+}
+
 // fill reads n bytes of s at start into buf, and reports whether it could.
 func (b *blockReader) fill(s *segment, start, n int64) bool {
 	b.seg, b.buf = nil, b.buf[:n]
+	b.bytes += n
 	if _, err := s.f.ReadAt(b.buf, start); err != nil {
 		return false
 	}
