@@ -25,16 +25,8 @@ func TestBurstReadsOnce(t *testing.T) {
 	}
 	mustFlush(t, w)
 	written := w.active.size
-	got := 0
-	for got < n {
-		k, err := w.Expire(t0+1000, 1000, func(e Entry) { w.Done(e.Partition, e.Offset) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			t.Fatalf("wheel ran dry after %d of %d entries", got, n)
-		}
-		got += k
+	if got := expireAll(t, w, t0+1000); len(got) != n {
+		t.Fatalf("handed out %d of %d entries", len(got), n)
 	}
 	read := w.blocks.bytes
 	t.Logf("%d KiB written, %d KiB read back (%.2fx)", written>>10, read>>10, float64(read)/float64(written))
