@@ -109,6 +109,12 @@ func TestQuick(t *testing.T) {
 	if c := got["ceiling "+atLeastOnce]; c != nil && c.ClientCPUSeconds <= 0 {
 		t.Errorf("ceiling: no client CPU measured")
 	}
+	// Both pipes measure their CPU, the floor under the relay's.
+	for _, p := range []string{"serial", "pipelined"} {
+		if r := got[p+" "+atLeastOnce]; r != nil && cpuPerRecord(r) <= 0 {
+			t.Errorf("%s: no pipe CPU measured", p)
+		}
+	}
 	if rc := got["recovery "+atLeastOnce]; rc != nil && (rc.Recovery == nil || rc.Recovery.PendingAtStop != 3000 || rc.Delivered == 0) {
 		t.Errorf("recovery: %+v, %d delivered", rc.Recovery, rc.Delivered)
 	}

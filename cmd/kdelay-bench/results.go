@@ -114,7 +114,11 @@ type result struct {
 	// system) of the bench's process while its producer sent the burst's
 	// records once more, nothing else running in the process: one
 	// produce-only client with the relay's producer settings, the
-	// reference for the relay's CPU per record on the same machine.
+	// reference for the relay's CPU per record on the same machine. Of a
+	// serial or pipelined run, it is the same while the pipe consumed,
+	// produced and committed the burst once more (a fresh group, to a
+	// spare topic): what franz-go's consume and produce paths cost without
+	// any scheduling, the floor under the relay's CPU per record.
 	ClientCPUSeconds float64 `json:"client_cpu_seconds,omitempty"`
 	// CPUToClient is, for a burst, the relay's CPU per record over the
 	// ceiling client's of the same size and round.
@@ -432,7 +436,7 @@ type repRow struct {
 	name                      string
 	n, failed                 int
 	rate, ratio, ratioALO     []float64
-	cpu                       []float64 // relay CPU µs per record (ceiling: its client's)
+	cpu                       []float64 // relay CPU µs per record (ceiling, serial, pipelined: the bench's client's)
 	cpuRatio                  []float64 // relay CPU over the ceiling client's
 	first                     []float64 // lateness of the first record delivered (bursts)
 	p50, p99, p999, max, cp99 []float64
@@ -521,10 +525,15 @@ func (r *result) summary() string {
 	if f, ok := firstLate(r); ok {
 		fmt.Fprintf(&sb, ", first record %s after its due time", ms(f))
 	}
-	if c := cpuPerRecord(r); c > 0 && r.Scenario == "ceiling" {
-		fmt.Fprintf(&sb, ", client CPU %.2f µs/record", c)
-	} else if c > 0 {
-		fmt.Fprintf(&sb, ", relay CPU %.2f µs/record", c)
+	if c := cpuPerRecord(r); c > 0 {
+		who := "relay"
+		switch r.Scenario {
+		case "ceiling":
+			who = "client"
+		case "serial", "pipelined":
+			who = "pipe"
+		}
+		fmt.Fprintf(&sb, ", %s CPU %.2f µs/record", who, c)
 		if r.CPUToClient > 0 {
 			fmt.Fprintf(&sb, " (%.2fx the ceiling client's)", r.CPUToClient)
 		}
@@ -645,7 +654,7 @@ func firstCell(r *result) string {
 // 0 without a figure (the relay in process: its CPU is not its own).
 func cpuPerRecord(r *result) float64 {
 	cpu := r.RelayCPUSeconds
-	if r.Scenario == "ceiling" {
+	if r.Scenario == "ceiling" || r.Scenario == "serial" || r.Scenario == "pipelined" {
 		cpu = r.ClientCPUSeconds
 	}
 	if cpu == 0 || r.Records == 0 {
@@ -682,7 +691,7 @@ func markdown(res *results) string {
 		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
-	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | CPU µs/record (relay; ceiling: its client) | relay CPU vs ceiling client | relay peak RSS (anon + file) |\n")
+	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | CPU µs/record (relay; ceiling, serial, pipelined: the bench's client) | CPU vs ceiling client | relay peak RSS (anon + file) |\n")
 	fmt.Fprintf(&sb, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Results {
 		ratio, ratioALO := "-", "-"
@@ -720,7 +729,7 @@ func markdown(res *results) string {
 	}
 	if rows := repetitions(res); len(rows) > 0 {
 		fmt.Fprintf(&sb, "\n### Repetitions\n\nEach cell: the median, then every complete run's value in run order, and the range. Ratios are per round: each run against the ceiling (or the at-least-once run) of its own round.\n\n")
-		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | CPU µs/record (relay; ceiling: its client) | relay CPU vs ceiling client | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
+		fmt.Fprintf(&sb, "| run | runs | rec/s | vs ceiling | vs at-least-once | CPU µs/record (relay; ceiling, serial, pipelined: the bench's client) | CPU vs ceiling client | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups |\n")
 		fmt.Fprintf(&sb, "|---|---:|---|---|---|---|---|---|---|---|---|---|---|---:|---:|\n")
 		for _, m := range rows {
 			runs := strconv.Itoa(m.n)
@@ -766,7 +775,7 @@ func markdown(res *results) string {
 				rc.RestartToReadySeconds, ms(rc.RestartToFirstDeliveryMs), ms(rc.FirstDueToFirstDeliveryMs), rc.Recovered, mb(rc.PeakRSSAfterRestart))
 		}
 	}
-	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. First record late: in a burst (direct, level, wheel: every record due at once), the first delivery's lateness. Relay CPU: the relay process's CPU time (process_cpu_seconds_total: every thread, user and system) from just before the run's first produce to its last delivery, per record of the run: the end-to-end cost, without the process's start and group join. Ceiling client CPU: the bench's own CPU time (user and system) while its producer sent the ceiling's records once more with nothing else running in it: one produce-only client with the relay's producer settings, on the same machine in the same round; relay CPU vs ceiling client is the relay's CPU per record over it.\n")
+	fmt.Fprintf(&sb, "\nrec/s: delivered records over the span from first to last target timestamp. vs ceiling: over the rec/s of the ceiling run (produce only, the relay's producer settings) of the same size and round. Lateness: target record timestamp (broker LogAppendTime) minus kdelay-due-at. p99 at consumer: when the bench's read_committed consumer polled the record minus kdelay-due-at; in exactly-once mode a record is appended (its timestamp) before its transaction commits and becomes visible, so this column includes the commit. First record late: in a burst (direct, level, wheel: every record due at once), the first delivery's lateness. Relay CPU: the relay process's CPU time (process_cpu_seconds_total: every thread, user and system) from just before the run's first produce to its last delivery, per record of the run: the end-to-end cost, without the process's start and group join. Ceiling client CPU: the bench's own CPU time (user and system) while its producer sent the ceiling's records once more with nothing else running in it: one produce-only client with the relay's producer settings, on the same machine in the same round; CPU vs ceiling client is the relay's CPU per record over it. Serial and pipelined CPU: the same while the pipe consumed, produced and committed its burst once more (a fresh group, to a spare topic): franz-go's consume and produce paths without scheduling, the floor under the relay's.\n")
 	return sb.String()
 }
 
