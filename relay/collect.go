@@ -41,6 +41,7 @@ type item struct {
 	pair      *seriesPair // a series firing from the wheel and its next occurrence (recur.go)
 	fire      *wheelFire  // the wheelFire this item is part of (newFire), nil for any other
 	pooled    bool        // cut by newItem: giveBack takes it back
+	fwd       forwardBuf  // out's storage when built by forward
 
 	// The outcome of the current attempt, written by its promise before
 	// it sets finished.
@@ -157,7 +158,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 			switch d.act {
 			case actForward:
 				it.kind = kForward
-				it.out, it.manual = r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, ps.p, rec.Offset)
+				r.forward(it, rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, ps.p, rec.Offset)
 				if nx := r.fireSeries(it, now); nx != nil {
 					r.startProduce(ctx, started, nx, now)
 					b = append(b, nx)
@@ -292,21 +293,18 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 	due := time.UnixMilli(e.Due)
 	it := &f.it
 	it.kind, it.part, it.offset, it.level, it.orig, it.due = kFire, e.Partition, e.Offset, ps.level, rec, due
-	it.out, it.manual = &f.out, r.forwardInto(&f.out, f.fwd[:0], f.buf[:0], rec, target, partition, due, e.Partition, e.Offset)
+	r.forward(it, rec, target, partition, due, e.Partition, e.Offset)
 	return it, true
 }
 
 // wheelFire is what firing a wheel entry builds, in one allocation: the
-// item, the decoded record and its forward, with room for their headers
-// and the forward's two new header values (more grow on their own). They
-// live as long as the item does.
+// item (with its forward's storage) and the decoded record, with room for
+// its headers (more grow on their own). They live as long as the item
+// does.
 type wheelFire struct {
 	it   item
 	orig kgo.Record
-	out  kgo.Record
 	hs   [3]kgo.RecordHeader // the producer's: a target and a schedule, often an ID
-	fwd  [4]kgo.RecordHeader // the producer's own plus due-at, source and the ID
-	buf  [64]byte            // due-at and source values: 13 digits, topic/partition@offset
 }
 
 // fireChunk is how many wheelFires one allocation holds (64 of 960
@@ -317,7 +315,8 @@ type wheelFire struct {
 const fireChunk = 64
 
 // itemChunk is how many queue heads' items one allocation holds (64 of
-// 296 bytes: 18.5 KiB), for the reason of fireChunk and with its cost.
+// 680 bytes, their forwards' storage included: 42.5 KiB), for the reason
+// of fireChunk and with its cost.
 const itemChunk = 64
 
 // itemPool hands out the items of queue heads (newItem) and the

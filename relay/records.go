@@ -10,38 +10,32 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
-// forwardRecord is rec for its target (partition: the chosen one, or -1
-// for the key's), due at due, read from partition p at offset off of the
-// delay topic; it reports whether the partition is chosen.
-func (r *Relay) forwardRecord(rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) (*kgo.Record, bool) {
-	out := &kgo.Record{
-		Topic:   target,
-		Key:     rec.Key,
-		Value:   rec.Value,
-		Headers: levels.ForwardHeadersFrom(rec.Headers, due, r.cfg.Topic, p, off),
-	}
-	if partition >= 0 {
-		out.Partition = partition
-		return out, true
-	}
-	return out, false
+// forwardBuf is an item's own storage for its forward (forward): the
+// record, with room for its headers and the two new header values (more
+// grow on their own), so that building a forward allocates nothing.
+type forwardBuf struct {
+	rec kgo.Record
+	hs  [4]kgo.RecordHeader // the producer's own plus due-at, source and the ID
+	buf [64]byte            // due-at and source values: 13 digits, topic/partition@offset
 }
 
-// forwardInto is forwardRecord building *out (overwritten) with its
-// headers in hs's and buf's storage (levels.AppendForwardHeaders); it
-// reports whether the partition is chosen.
-func (r *Relay) forwardInto(out *kgo.Record, hs []kgo.RecordHeader, buf []byte, rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) bool {
-	*out = kgo.Record{
+// forward sets it.out to rec for its target (partition: the chosen one,
+// or -1 for the key's), due at due, read from partition p at offset off of
+// the delay topic, built in it.fwd (levels.AppendForwardHeaders); it.out
+// lives as long as it does. it.manual says whether the partition is
+// chosen.
+func (r *Relay) forward(it *item, rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) {
+	f := &it.fwd
+	f.rec = kgo.Record{
 		Topic:   target,
 		Key:     rec.Key,
 		Value:   rec.Value,
-		Headers: levels.AppendForwardHeaders(hs, buf, rec.Headers, due, r.cfg.Topic, p, off),
+		Headers: levels.AppendForwardHeaders(f.hs[:0], f.buf[:0], rec.Headers, due, r.cfg.Topic, p, off),
 	}
-	if partition >= 0 {
-		out.Partition = partition
-		return true
+	it.out, it.manual = &f.rec, partition >= 0
+	if it.manual {
+		f.rec.Partition = partition
 	}
-	return false
 }
 
 // cascadeRecord is rec back on the delay topic, in the level of what is

@@ -185,14 +185,16 @@ func BenchmarkForwardTracing(b *testing.B) {
 			}
 			var links []trace.Link
 			var batchStart time.Time
+			it := new(item)
 			b.ReportAllocs()
 			for i := range b.N {
 				d := r.pol.decide(rec, 1, now, 0)
 				if d.act != actForward {
 					b.Fatalf("decided %s", d.act)
 				}
-				out, _ := r.forwardRecord(rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, 0, int64(i))
-				it := &item{kind: kForward, part: 0, offset: int64(i), orig: rec, due: d.sched.Due}
+				*it = item{kind: kForward, part: 0, offset: int64(i), orig: rec, due: d.sched.Due}
+				r.forward(it, rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, 0, int64(i))
+				out := it.out
 				switch mode {
 				case "span-per-record", "span-per-record-unsampled":
 					var span recordSpan
