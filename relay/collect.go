@@ -41,7 +41,7 @@ type item struct {
 	pair      *seriesPair // a series firing from the wheel and its next occurrence (recur.go)
 	fire      *wheelFire  // the wheelFire this item is part of (newFire), nil for any other
 	pooled    bool        // cut by newItem: giveBack takes it back
-	fwd       forwardBuf  // out's storage when built by forward
+	fwd       *forwardBuf // out's storage when built by forward: its wheelFire's, or the pool's (newForwardBuf)
 
 	// The outcome of the current attempt, written by its promise before
 	// it sets finished.
@@ -298,16 +298,17 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 }
 
 // wheelFire is what firing a wheel entry builds, in one allocation: the
-// item (with its forward's storage) and the decoded record, with room for
-// its headers (more grow on their own). They live as long as the item
+// item, the decoded record, with room for its headers (more grow on their
+// own), and the storage of its forward. They live as long as the item
 // does.
 type wheelFire struct {
 	it   item
 	orig kgo.Record
 	hs   [3]kgo.RecordHeader // the producer's: a target and a schedule, often an ID
+	fwd  forwardBuf
 }
 
-// fireChunk is how many wheelFires one allocation holds (64 of 960
+// fireChunk is how many wheelFires one allocation holds (64 of 968
 // bytes: 60 KiB), because one allocation per wheelFire (a 1 KiB object
 // with pointers: zeroed, typed and swept each) costs the loop's CPU per
 // fired record; a chunk is zeroed in one go. A chunk stays in memory while
@@ -315,9 +316,13 @@ type wheelFire struct {
 const fireChunk = 64
 
 // itemChunk is how many queue heads' items one allocation holds (64 of
-// 680 bytes, their forwards' storage included: 42.5 KiB), for the reason
-// of fireChunk and with its cost.
-const itemChunk = 64
+// 304 bytes: 19 KiB), for the reason of fireChunk and with its cost; so
+// is fwdChunk for their forwards' storage (64 of 384 bytes: 24 KiB), which
+// only the heads forwarded at once take.
+const (
+	itemChunk = 64
+	fwdChunk  = 64
+)
 
 // itemPool hands out the items of queue heads (newItem) and the
 // wheelFires of fired entries (newFire): taken back once settled
@@ -326,12 +331,14 @@ const itemChunk = 64
 // it settled instead of allocating (and collecting) a new item per
 // record. r.mu is held for all of it.
 type itemPool struct {
-	items     []item       // what is left of the current item chunk
-	fires     []wheelFire  // what is left of the current fire chunk
-	freeItems []*item      // settled, zeroed
-	freeFires []*wheelFire // settled, zeroed
-	actxs     []attemptCtx // what is left of the current chunk of attempt contexts (newAttemptCtx)
-	fired     []*item      // collectWheel's storage for what it fires
+	items     []item        // what is left of the current item chunk
+	fires     []wheelFire   // what is left of the current fire chunk
+	freeItems []*item       // settled, zeroed
+	freeFires []*wheelFire  // settled, zeroed
+	fwds      []forwardBuf  // what is left of the current chunk of forward storage
+	freeFwds  []*forwardBuf // taken back with their items, zeroed
+	actxs     []attemptCtx  // what is left of the current chunk of attempt contexts (newAttemptCtx)
+	fired     []*item       // collectWheel's storage for what it fires
 }
 
 // newItem returns a zeroed item for a queue head; the caller sets its
@@ -366,7 +373,24 @@ func (r *Relay) newFire() *wheelFire {
 		f = &p.fires[0]
 		p.fires = p.fires[1:]
 	}
-	f.it.fire = f
+	f.it.fire, f.it.fwd = f, &f.fwd
+	return f
+}
+
+// newForwardBuf returns zeroed storage for a queue head's forward
+// (forward), taken back with its item (giveBack). r.mu is held.
+func (r *Relay) newForwardBuf() *forwardBuf {
+	p := &r.pool
+	if n := len(p.freeFwds); n > 0 {
+		f := p.freeFwds[n-1]
+		p.freeFwds = p.freeFwds[:n-1]
+		return f
+	}
+	if len(p.fwds) == 0 {
+		p.fwds = make([]forwardBuf, fwdChunk)
+	}
+	f := &p.fwds[0]
+	p.fwds = p.fwds[1:]
 	return f
 }
 
@@ -393,6 +417,10 @@ func (r *Relay) giveBack(it *item) {
 		*f = wheelFire{}
 		p.freeFires = append(p.freeFires, f)
 	case it.pooled:
+		if f := it.fwd; f != nil {
+			*f = forwardBuf{}
+			p.freeFwds = append(p.freeFwds, f)
+		}
 		*it = item{}
 		p.freeItems = append(p.freeItems, it)
 	}
@@ -420,5 +448,5 @@ func (r *Relay) newAttemptCtx() *attemptCtx {
 // quiet iteration: the storage a burst needed is not held through the
 // quiet time after it.
 func (p *itemPool) trim() {
-	p.freeItems, p.freeFires = nil, nil
+	p.freeItems, p.freeFires, p.freeFwds = nil, nil, nil
 }

@@ -172,7 +172,8 @@ func FuzzDecodePayload(f *testing.F) {
 
 // BenchmarkLevelRecord is the relay's CPU per record on the level path
 // before the produce: decide on a due level-1 record, then build the
-// forward in its item, reused as the relay's pool reuses a settled one.
+// forward in its item, taken from the relay's pool and given back as a
+// settled one is.
 // Run: go test -run '^$' -bench BenchmarkLevelRecord -benchmem ./relay/
 func BenchmarkLevelRecord(b *testing.B) {
 	cfg, err := config.Load(map[string]string{"KDELAY_LEVELS": "1s 2s 4s 8s", "KDELAY_TOPIC": "delays"})
@@ -186,18 +187,19 @@ func BenchmarkLevelRecord(b *testing.B) {
 		Headers: []kgo.RecordHeader{{Key: levels.HeaderTarget, Value: []byte("orders")}, {Key: levels.HeaderLevel, Value: []byte("1")}},
 	}
 	now := ts.Add(2 * time.Second)
-	it := new(item)
 	b.ReportAllocs()
 	for i := range b.N {
 		d := r.pol.decide(rec, 1, now, 0)
 		if d.act != actForward {
 			b.Fatalf("decided %s", d.act)
 		}
+		it := r.newItem()
 		*it = item{pooled: true, offset: int64(i), level: 1, fromQueue: true, orig: rec, due: d.sched.Due}
 		r.forward(it, rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, 0, int64(i))
 		if it.out.Topic != "orders" {
 			b.Fatal(it.out.Topic)
 		}
+		r.giveBack(it)
 	}
 }
 

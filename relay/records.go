@@ -21,11 +21,15 @@ type forwardBuf struct {
 
 // forward sets it.out to rec for its target (partition: the chosen one,
 // or -1 for the key's), due at due, read from partition p at offset off of
-// the delay topic, built in it.fwd (levels.AppendForwardHeaders); it.out
-// lives as long as it does. it.manual says whether the partition is
-// chosen.
+// the delay topic, built in it.fwd (levels.AppendForwardHeaders), which it
+// takes from the pool when it has none; it.out lives as long as it does.
+// it.manual says whether the partition is chosen. r.mu is held.
 func (r *Relay) forward(it *item, rec *kgo.Record, target string, partition int32, due time.Time, p int32, off int64) {
-	f := &it.fwd
+	f := it.fwd
+	if f == nil {
+		f = r.newForwardBuf()
+		it.fwd = f
+	}
 	f.rec = kgo.Record{
 		Topic:   target,
 		Key:     rec.Key,

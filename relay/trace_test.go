@@ -185,14 +185,14 @@ func BenchmarkForwardTracing(b *testing.B) {
 			}
 			var links []trace.Link
 			var batchStart time.Time
-			it := new(item)
 			b.ReportAllocs()
 			for i := range b.N {
 				d := r.pol.decide(rec, 1, now, 0)
 				if d.act != actForward {
 					b.Fatalf("decided %s", d.act)
 				}
-				*it = item{kind: kForward, part: 0, offset: int64(i), orig: rec, due: d.sched.Due}
+				it := r.newItem()
+				*it = item{kind: kForward, part: 0, offset: int64(i), orig: rec, due: d.sched.Due, pooled: true}
 				r.forward(it, rec, d.sched.Target, d.sched.TargetPartition, d.sched.Due, 0, int64(i))
 				out := it.out
 				switch mode {
@@ -216,6 +216,7 @@ func BenchmarkForwardTracing(b *testing.B) {
 						links = links[:0]
 					}
 				}
+				r.giveBack(it)
 			}
 		})
 	}
