@@ -344,35 +344,29 @@ type itemPool struct {
 // newItem returns a zeroed item for a queue head; the caller sets its
 // pooled, for giveBack to take it back once settled. r.mu is held.
 func (r *Relay) newItem() *item {
-	p := &r.pool
-	if n := len(p.freeItems); n > 0 {
-		it := p.freeItems[n-1]
-		p.freeItems = p.freeItems[:n-1]
-		return it
+	return take(&r.pool.freeItems, &r.pool.items, itemChunk)
+}
+
+// take returns the last of *free, else the first of *chunk, cut from a
+// fresh chunk of n when it is used up.
+func take[T any](free *[]*T, chunk *[]T, n int) *T {
+	if k := len(*free); k > 0 {
+		v := (*free)[k-1]
+		*free = (*free)[:k-1]
+		return v
 	}
-	if len(p.items) == 0 {
-		p.items = make([]item, itemChunk)
+	if len(*chunk) == 0 {
+		*chunk = make([]T, n)
 	}
-	it := &p.items[0]
-	p.items = p.items[1:]
-	return it
+	v := &(*chunk)[0]
+	*chunk = (*chunk)[1:]
+	return v
 }
 
 // newFire returns a zeroed wheelFire, its item pointing back at it
 // (item.fire). r.mu is held.
 func (r *Relay) newFire() *wheelFire {
-	p := &r.pool
-	var f *wheelFire
-	if n := len(p.freeFires); n > 0 {
-		f = p.freeFires[n-1]
-		p.freeFires = p.freeFires[:n-1]
-	} else {
-		if len(p.fires) == 0 {
-			p.fires = make([]wheelFire, fireChunk)
-		}
-		f = &p.fires[0]
-		p.fires = p.fires[1:]
-	}
+	f := take(&r.pool.freeFires, &r.pool.fires, fireChunk)
 	f.it.fire, f.it.fwd = f, &f.fwd
 	return f
 }
@@ -380,18 +374,7 @@ func (r *Relay) newFire() *wheelFire {
 // newForwardBuf returns zeroed storage for a queue head's forward
 // (forward), taken back with its item (giveBack). r.mu is held.
 func (r *Relay) newForwardBuf() *forwardBuf {
-	p := &r.pool
-	if n := len(p.freeFwds); n > 0 {
-		f := p.freeFwds[n-1]
-		p.freeFwds = p.freeFwds[:n-1]
-		return f
-	}
-	if len(p.fwds) == 0 {
-		p.fwds = make([]forwardBuf, fwdChunk)
-	}
-	f := &p.fwds[0]
-	p.fwds = p.fwds[1:]
-	return f
+	return take(&r.pool.freeFwds, &r.pool.fwds, fwdChunk)
 }
 
 // giveBack takes back a settled item for reuse (r.mu held). The caller

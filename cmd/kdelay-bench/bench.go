@@ -617,28 +617,14 @@ func (b *bench) reference(ctx context.Context, r *result, nm names, tag string) 
 	if werr == nil && perr != nil && ctx.Err() == nil && !errors.Is(perr, context.Canceled) {
 		werr = perr
 	}
+	// The pipe once more over the same source, a fresh group to a spare
+	// topic, the collector done: franz-go's consume and produce paths with
+	// the relay's settings and no scheduling, the floor under the relay's
+	// CPU per record (the group's join, a few milliseconds, is in it).
 	if werr == nil {
-		werr = pipeCPU(ctx, r, func() error { return pipe(ctx, src, spare, nm.group+"-cpu", r.Records) })
+		werr = ownCPU(r, "pipe", func() error { return pipe(ctx, src, spare, nm.group+"-cpu", r.Records) })
 	}
 	return r, werr
-}
-
-// pipeCPU runs the pipe once more over the same source, with nothing else
-// running in this process (the collector is done), and sets
-// r.ClientCPUSeconds to this process's CPU time meanwhile: franz-go's
-// consume and produce paths with the relay's settings and no scheduling,
-// the floor under the relay's CPU per record on this machine. A fresh
-// group's join is in it too: a few milliseconds against the burst's
-// hundreds.
-func pipeCPU(ctx context.Context, r *result, run func() error) error {
-	cpu0, ok := processCPU()
-	if err := run(); err != nil {
-		return fmt.Errorf("pipe CPU reference: %w", err)
-	}
-	if cpu1, ok1 := processCPU(); ok && ok1 {
-		r.ClientCPUSeconds = cpu1 - cpu0
-	}
-	return nil
 }
 
 // producerOpts are the relay's producer settings: acks=all, idempotent

@@ -98,9 +98,19 @@ func (b *bench) ceiling(ctx context.Context, r *result, nm names, tag string) (*
 // relay's CPU per record is set against in the same round (a figure in
 // µs per record follows the machine more than the code).
 func clientCPU(ctx context.Context, r *result, cl *kgo.Client, recs []*kgo.Record) error {
+	return ownCPU(r, "client", func() error {
+		_, err := produceAll(ctx, cl, recs)
+		return err
+	})
+}
+
+// ownCPU runs run, with nothing else running in this process, and sets
+// r.ClientCPUSeconds to this process's CPU time (user and system)
+// meanwhile; what names the reference in run's error.
+func ownCPU(r *result, what string, run func() error) error {
 	cpu0, ok := processCPU()
-	if _, err := produceAll(ctx, cl, recs); err != nil {
-		return fmt.Errorf("client CPU reference: %w", err)
+	if err := run(); err != nil {
+		return fmt.Errorf("%s CPU reference: %w", what, err)
 	}
 	if cpu1, ok1 := processCPU(); ok && ok1 {
 		r.ClientCPUSeconds = cpu1 - cpu0
