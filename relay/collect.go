@@ -68,11 +68,12 @@ const (
 	headsWhileFiring = 512
 )
 
-// readAhead is how long before their level time records are read into the
-// wheel (policy.decide), because a burst read only at its level time goes
-// out late by the time it takes to read it (docs/benchmarks.md). The cost:
-// records of the level path take the wheel path (a write to the data
-// directory; it holds the commit back until it fires) for up to readAhead.
+// readAhead is how long before their level time records are read
+// (policy.decide), because a burst read only at its level time goes out
+// late by the time it takes to read it (docs/benchmarks.md). A record that
+// goes at its level time waits in its partition's queue, in memory, up to
+// Options.ReadAheadBytes for the relay (updatePauses); one due later goes
+// into the wheel, where it would wait from its level time anyway.
 const readAhead = 5 * time.Second
 
 // collect takes what can go at now: retries whose time has come, the
@@ -119,7 +120,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 		ahead = readAhead // no wheel: nothing may be read before its level time
 	}
 	for _, ps := range r.parts {
-		ps.waitFor = time.Time{}
+		ps.waitFor, ps.holding = time.Time{}, false
 		// A partition whose retries fill its queue's room takes no new
 		// heads: the failing records hold back their own partition only.
 		for len(ps.queue) > 0 && len(b) < room && !r.crowded(ps) {
@@ -133,7 +134,7 @@ func (r *Relay) collect(ctx context.Context, now time.Time) (b, solo []*item, st
 			}
 			d := r.pol.decide(rec, ps.level, now, ahead)
 			if d.act == actWait {
-				ps.waitFor = d.wakeAt
+				ps.waitFor, ps.holding = d.wakeAt, d.hold
 				break
 			}
 			if wait, ok := r.held(d.sched.Due, now); ok && d.act == actForward {

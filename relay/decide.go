@@ -39,6 +39,7 @@ type decision struct {
 	reason    string    // metric label, for dead letters
 	detail    string    // human reason, for the kdelay-error header
 	mismatch  bool      // the record's delay does not belong to its partition's level
+	hold      bool      // actWait, read ahead: its partition is read on into memory meanwhile
 }
 
 // policy is the pure part of the relay: given a record, its partition's
@@ -56,13 +57,14 @@ type policy struct {
 // then go out if due, into the wheel if due within the horizon, or back to
 // the delay topic (cascade) if due later.
 //
-// With ahead > 0 (the wheel is there to hold it), a record whose level time
-// is at most ahead away goes into the wheel at once, due at its own due
-// time (never before its level time): a partition is read up to ahead
-// before its records come due, so a burst of records reaching their level
-// time together is read before it is due rather than after (readAhead).
-// A record in the wrong level, or due before its level time, waits as
-// before: it goes at its level time.
+// With ahead > 0 (the wheel is there), a record whose level time is at
+// most ahead away and that is due within the horizon is read ahead
+// (readAhead), so that a burst of records reaching their level time
+// together is read before it is due rather than after: one due at its
+// level time waits for it with hold set, its partition read on into
+// memory meanwhile; one due later goes into the wheel at once, due at
+// its own due time. A record in the wrong level, or due beyond the
+// horizon, waits for its level time, its partition paused.
 func (p *policy) decide(r *kgo.Record, level int, now time.Time, ahead time.Duration) decision {
 	s, err := p.table.Parse(r.Headers, r.Timestamp)
 	if err != nil {
@@ -90,10 +92,13 @@ func (p *policy) decide(r *kgo.Record, level int, now time.Time, ahead time.Dura
 			switch readAt := d.levelTime.Add(-ahead); {
 			case now.Before(readAt):
 				d.wakeAt = readAt
-			case s.Due.Sub(now) <= p.horizon:
+			case s.Due.Sub(now) > p.horizon:
+				// not read ahead: decided at its level time
+			case s.Due.Equal(d.levelTime):
+				d.hold = true // it goes at its level time: no need of the wheel
+			default:
 				d.act = actWheel
 			}
-			// else due beyond the horizon: it cascades at its level time
 		}
 		return d
 	}

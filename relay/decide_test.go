@@ -76,11 +76,12 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestDecideReadAhead: with the wheel there (ahead > 0), a record whose
-// level time is at most ahead away goes into the wheel at once, due at its
-// own due time; one farther away waits until ahead before its level time.
-// A record in the wrong level, or due beyond the horizon, waits for its
-// level time as without read-ahead.
+// TestDecideReadAhead: with ahead > 0, a record whose level time is at
+// most ahead away is read ahead: one due at its level time waits for it
+// held (its partition read on into memory), one due later goes into the
+// wheel at once, due at its own due time; one farther away waits until
+// ahead before its level time. A record in the wrong level, or due
+// beyond the horizon, waits for its level time as without read-ahead.
 func TestDecideReadAhead(t *testing.T) {
 	p := testPolicy(t, nil) // horizon = max gap = 4s
 	ts := time.UnixMilli(1_000_000)
@@ -96,24 +97,28 @@ func TestDecideReadAhead(t *testing.T) {
 		level  int
 		now    time.Duration
 		want   action
+		hold   bool          // actWait: read ahead into memory
 		wakeAt time.Duration // actWait
 	}{
-		{"8s in level 4, 2.001s before: wait", "8s", 4, 5999 * time.Millisecond, actWait, 6 * time.Second},
-		{"8s in level 4, 2s before: wheel", "8s", 4, 6 * time.Second, actWheel, 0},
-		{"9s in level 4, 2s before: wheel", "9s", 4, 6 * time.Second, actWheel, 0},
-		{"300ms in level 1 at once: wheel", "300ms", 1, 0, actWheel, 0},
-		{"1s in level 4 (wrong level) waits for the level", "1s", 4, 7 * time.Second, actWait, 8 * time.Second},
-		{"20s in level 4 (beyond the horizon) waits for the level", "20s", 4, 6 * time.Second, actWait, 8 * time.Second},
-		{"8s in level 4 at its time: forward", "8s", 4, 8 * time.Second, actForward, 0},
-		{"13s in level 4, 3s before: waits until 2s before (due within the horizon then)", "13s", 4, 5 * time.Second, actWait, 6 * time.Second},
-		{"13s in level 4, 2s before: beyond the horizon (7s): waits for the level", "13s", 4, 6 * time.Second, actWait, 8 * time.Second},
-		{"10s in level 4, 2s before: due within the horizon (4s): wheel", "10s", 4, 6 * time.Second, actWheel, 0},
+		{"8s in level 4, 2.001s before: wait", "8s", 4, 5999 * time.Millisecond, actWait, false, 6 * time.Second},
+		{"8s in level 4, 2s before: held until its level time", "8s", 4, 6 * time.Second, actWait, true, 8 * time.Second},
+		{"9s in level 4, 2s before: wheel", "9s", 4, 6 * time.Second, actWheel, false, 0},
+		{"1s in level 1 at once: held until its level time", "1s", 1, 0, actWait, true, 1 * time.Second},
+		{"1500ms in level 1 at once: wheel", "1500ms", 1, 0, actWheel, false, 0},
+		{"300ms in level 1 (due before the level) held until its due time", "300ms", 1, 0, actWait, true, 300 * time.Millisecond},
+		{"1s in level 4 (wrong level) waits for the level", "1s", 4, 7 * time.Second, actWait, false, 8 * time.Second},
+		{"20s in level 4 (beyond the horizon) waits for the level", "20s", 4, 6 * time.Second, actWait, false, 8 * time.Second},
+		{"8s in level 4 at its time: forward", "8s", 4, 8 * time.Second, actForward, false, 0},
+		{"9s in level 4 at its level time: wheel", "9s", 4, 8 * time.Second, actWheel, false, 0},
+		{"13s in level 4, 3s before: waits until 2s before (due within the horizon then)", "13s", 4, 5 * time.Second, actWait, false, 6 * time.Second},
+		{"13s in level 4, 2s before: beyond the horizon (7s): waits for the level", "13s", 4, 6 * time.Second, actWait, false, 8 * time.Second},
+		{"10s in level 4, 2s before: due within the horizon (4s): wheel", "10s", 4, 6 * time.Second, actWheel, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := at(tc.now)
 			d := p.decide(rec(tc.delay), tc.level, now, ahead)
-			if d.act != tc.want {
-				t.Fatalf("decide = %s, want %s", d.act, tc.want)
+			if d.act != tc.want || d.hold != tc.hold {
+				t.Fatalf("decide = %s (hold %v), want %s (hold %v)", d.act, d.hold, tc.want, tc.hold)
 			}
 			if d.act == actWait && !d.wakeAt.Equal(at(tc.wakeAt)) {
 				t.Fatalf("wake at %s, want %s", d.wakeAt.Sub(ts), tc.wakeAt)
@@ -121,10 +126,15 @@ func TestDecideReadAhead(t *testing.T) {
 			if d.act == actWheel && d.sched.Due.Before(d.levelTime) {
 				t.Fatalf("read ahead into the wheel due %s, before its level time %s", d.sched.Due.Sub(ts), d.levelTime.Sub(ts))
 			}
-			if without := p.decide(rec(tc.delay), tc.level, now, 0); now.Before(without.levelTime) && (without.act != actWait || !without.wakeAt.Equal(without.levelTime)) {
+			if without := p.decide(rec(tc.delay), tc.level, now, 0); without.hold || now.Before(without.levelTime) && (without.act != actWait || !without.wakeAt.Equal(without.levelTime)) {
 				t.Fatalf("without read-ahead: %s, wake at %s, want a wait until the level time", without.act, without.wakeAt.Sub(ts))
 			}
 		})
+	}
+	// Within a longer read-ahead but due beyond the horizon (4s): not read
+	// ahead, its partition paused until its level time.
+	if d := p.decide(rec("8s"), 4, at(3500*time.Millisecond), 5*time.Second); d.act != actWait || d.hold || !d.wakeAt.Equal(at(8*time.Second)) {
+		t.Errorf("8s in level 4, 4.5s before, horizon 4s: %s (hold %v) until %s, want a wait until its level time", d.act, d.hold, d.wakeAt.Sub(ts))
 	}
 }
 

@@ -294,9 +294,9 @@ func (cw *commitWatch) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _
 // record is forwarded (no cascade, no dead letter).
 func (cw *commitWatch) check(t *testing.T) int {
 	t.Helper()
-	// Every record has arrived, but records read ahead wait in the wheel
-	// and hold the commit until they fire: the commit past them comes up
-	// to commitEvery later (more after injected commit failures).
+	// Every record has arrived, but records read ahead or in the wheel
+	// hold the commit until they are forwarded: the commit past them comes
+	// up to commitEvery later (more after injected commit failures).
 	waitFor(t, func() bool {
 		cw.mu.Lock()
 		defer cw.mu.Unlock()

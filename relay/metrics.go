@@ -174,7 +174,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		paused:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_paused_partitions", Help: "Delay-topic partitions paused until their head record's level time."}),
 		assigned:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "kdelay_assigned_partitions", Help: "Delay-topic partitions owned by this relay."}),
 		nextDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kdelay_next_due_timestamp_seconds", Help: "Unix time at which the head record of the level's partitions may go, or be read ahead into the wheel (0: none waiting).",
+			Name: "kdelay_next_due_timestamp_seconds", Help: "Unix time at which the head record of the level's partitions may go, or be read ahead (0: none waiting).",
 		}, []string{"level"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kdelay_consumer_lag", Help: "Records of the level's owned partitions not yet committed: high watermark (as of the last fetch) minus committed offset.",

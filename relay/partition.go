@@ -15,11 +15,12 @@ type partState struct {
 	bytes   int           // keys, values and headers held in queue
 	next    int64         // offset after the last record appended to queue
 	paused  bool
-	retries []*item // failed produces set aside, with their next attempt time
-	flight  []*item // produced, outcome not yet settled
-	hwm     int64   // high watermark as of the last fetch, -1 if unknown
-	waitFor time.Time
-	led     ledger // what is done, and what the commit says (ledger.go)
+	retries []*item   // failed produces set aside, with their next attempt time
+	flight  []*item   // produced, outcome not yet settled
+	hwm     int64     // high watermark as of the last fetch, -1 if unknown
+	waitFor time.Time // when its head may go (zero: it is not waiting)
+	holding bool      // its head waits within readAhead: the partition is read on into memory
+	led     ledger    // what is done, and what the commit says (ledger.go)
 }
 
 // pop removes the queue's head.
@@ -30,6 +31,14 @@ func (ps *partState) pop() {
 }
 
 func (ps *partState) clearQueue() { ps.queue, ps.bytes = nil, 0 }
+
+// heldBytes estimates the memory of the queue: its keys, values and
+// headers, and heldRecordOverhead per record.
+func (ps *partState) heldBytes() int { return ps.bytes + len(ps.queue)*heldRecordOverhead }
+
+// heldRecordOverhead is about what a fetched record takes beside its key,
+// value and headers: the kgo.Record and its header slice.
+const heldRecordOverhead = 320
 
 func recordBytes(r *kgo.Record) int {
 	n := len(r.Key) + len(r.Value)

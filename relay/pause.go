@@ -70,12 +70,23 @@ func (r *Relay) stageWheel(now time.Time) bool {
 // while its queue holds more than queueCap records or maxBytes bytes, or
 // while its retries fill its room, and resumes it otherwise. A partition
 // being drained stays fetching, so the next batch is usually buffered by
-// the time the loop polls again.
+// the time the loop polls again. A partition whose head waits within
+// readAhead (holding) stays fetching too, until the queues of all such
+// partitions hold Options.ReadAheadBytes (heldBytes).
 func (r *Relay) updatePauses() {
 	var pause, resume []int32
+	held := 0
+	for _, ps := range r.parts {
+		if ps.holding {
+			held += ps.heldBytes()
+		}
+	}
 	for p, ps := range r.parts {
 		full := len(ps.queue) >= r.queueCap() || ps.bytes >= r.maxBytes || r.crowded(ps)
-		switch want := !ps.waitFor.IsZero() || full; {
+		if ps.holding {
+			full = held >= r.aheadMax || r.crowded(ps)
+		}
+		switch want := (!ps.waitFor.IsZero() && !ps.holding) || full; {
 		case want && !ps.paused:
 			pause = append(pause, p)
 			ps.paused = true

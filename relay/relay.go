@@ -67,6 +67,10 @@ type Options struct {
 	// MaxPartitionBytes bounds the bytes (keys, values, headers) buffered
 	// per partition before it is paused; default 8 MiB.
 	MaxPartitionBytes int
+	// ReadAheadBytes bounds the memory of the records read ahead, before
+	// their level time, for the whole relay (readAhead): their keys, values
+	// and headers and about 320 bytes each; default 16 MiB.
+	ReadAheadBytes int
 	// MetadataLimit is the broker's offset.metadata.max.bytes, the bound
 	// of each commit's metadata; default DefaultMetadataLimit (Kafka's
 	// default).
@@ -142,6 +146,7 @@ type Relay struct {
 	asgGen    atomic.Int32
 	maxBatch  int
 	maxBytes  int
+	aheadMax  int // ReadAheadBytes
 	metaLimit int
 	openW     func(dir string, opt wheel.Options, now int64) (Store, wheel.Report, error)
 	bind      binding  // what the data directory indexes
@@ -202,6 +207,7 @@ func New(opts Options) (*Relay, error) {
 		pol:       policy{table: cfg.Table(), cfg: cfg, horizon: cfg.WheelHorizon},
 		maxBatch:  opts.MaxBatch,
 		maxBytes:  opts.MaxPartitionBytes,
+		aheadMax:  opts.ReadAheadBytes,
 		metaLimit: opts.MetadataLimit,
 		openW:     opts.OpenWheel,
 		onIdle:    opts.OnIdle,
@@ -227,6 +233,9 @@ func New(opts Options) (*Relay, error) {
 	}
 	if r.maxBytes <= 0 {
 		r.maxBytes = 8 << 20
+	}
+	if r.aheadMax <= 0 {
+		r.aheadMax = 16 << 20
 	}
 	if r.metaLimit <= 0 {
 		r.metaLimit = DefaultMetadataLimit

@@ -52,12 +52,11 @@ func TestExactness(t *testing.T) {
 	h.checkLateness(got, keys, noFaultP99)
 	t.Logf("FIFO: %d ordered pairs checked", h.checkFIFO(got))
 
-	// The metrics account for every record by level and path. Records read
-	// before their level time (within readAhead, 5s: here nearly all of
-	// them, even the ones due "now", whose due time is rounded up to the
-	// next millisecond) wait in the wheel; those read after it go direct,
-	// which a loaded machine decides: the totals per level are exact, the
-	// split is logged.
+	// The metrics account for every record by level and path. Records due
+	// at their level time go direct; those due after it wait in the wheel
+	// from their level time on, unless a loaded machine decides them after
+	// their due time: the totals per level are exact, the split is
+	// logged.
 	waitFor(t, func() bool {
 		return sumCounter(rr.r.m.forwarded) == 30 && testutil.ToFloat64(rr.r.m.wheelPending) == 0
 	})

@@ -104,8 +104,8 @@ func TestTraceContinuesProducerTrace(t *testing.T) {
 		if attrs["messaging.system"] != "kafka" || attrs["messaging.destination.name"] != "orders" || attrs["kdelay.source"] != rec.source {
 			t.Errorf("%s: span attributes %v, want kafka, orders and source %s", k, attrs, rec.source)
 		}
-		// The 1.5s record is read at its level's 1s and waits in the wheel;
-		// the records due at once may or may not (read ahead or not).
+		// The 1.5s record is decided at its level's 1s and waits in the
+		// wheel.
 		if k == "wheeled" && attrs["kdelay.from_wheel"] != "true" {
 			t.Errorf("%s: span attribute kdelay.from_wheel %q, want true", k, attrs["kdelay.from_wheel"])
 		}

@@ -384,7 +384,7 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 		gen = func(i int, _ time.Time) recSpec {
 			return recSpec{ts: t0, delay: levels.Delay{Target: nm.target, Level: 1}}
 		}
-		r.Notes = append(r.Notes, "records timestamped T0 (future while producing), kdelay-level 1: all due at T0+1s; read ahead into the wheel")
+		r.Notes = append(r.Notes, "records timestamped T0 (future while producing), kdelay-level 1: all due at T0+1s; read ahead into memory (up to the relay's read-ahead bound, the rest as the held records go)")
 	default:
 		// Timestamps are the produce time; every record is due at the same
 		// absolute time (kdelay-deliver-at), lead after the end of the

@@ -20,7 +20,7 @@
 //     read-ahead (the relay's wheel horizon at its smallest, 100 ms, and
 //     the burst due 5 s, the relay's read-ahead, after its produce);
 //   - level: the same burst due soon after its produce, so that the relay
-//     reads it ahead into the wheel before it is due;
+//     reads it ahead, into memory, before it is due;
 //   - wheel: kdelay's wheel path, a burst of records with arbitrary delays
 //     (kdelay-deliver-at) that wait in the wheel and come due together;
 //   - duerate: lateness while records come due at a steady rate (10k/s
