@@ -353,6 +353,9 @@ func TestCancelMarginDirect(t *testing.T) {
 		t.Fatalf("uncancelled record delivered %d times, want 1", len(got["keep"]))
 	}
 	ls := rr.r.m.level(1)
+	// The relay counts a forward once it has settled it, in the loop
+	// iteration after its ack: maybe after the record was seen here.
+	waitFor(t, func() bool { return testutil.ToFloat64(ls.forwardedDirect) >= 1 && rr.cancelled() >= 1 })
 	if direct, wheeled := testutil.ToFloat64(ls.forwardedDirect), testutil.ToFloat64(rr.r.m.wheelAdded.WithLabelValues("1")); direct != 1 || wheeled != 0 {
 		t.Errorf("level 1: %v forwarded direct, %v put into the wheel; want 1 and 0 (the direct path)", direct, wheeled)
 	}
