@@ -62,9 +62,10 @@ type policy struct {
 // (readAhead), so that a burst of records reaching their level time
 // together is read before it is due rather than after: one due at its
 // level time waits for it with hold set, its partition read on into
-// memory meanwhile; one due later goes into the wheel at once, due at
-// its own due time. A record in the wrong level, or due beyond the
-// horizon, waits for its level time, its partition paused.
+// memory meanwhile (exactly once: into the wheel, as one due later);
+// one due later goes into the wheel at once, due at its own due time. A
+// record in the wrong level, or due beyond the horizon, waits for its
+// level time, its partition paused.
 func (p *policy) decide(r *kgo.Record, level int, now time.Time, ahead time.Duration) decision {
 	s, err := p.table.Parse(r.Headers, r.Timestamp)
 	if err != nil {
@@ -94,8 +95,12 @@ func (p *policy) decide(r *kgo.Record, level int, now time.Time, ahead time.Dura
 				d.wakeAt = readAt
 			case s.Due.Sub(now) > p.horizon:
 				// not read ahead: decided at its level time
-			case s.Due.Equal(d.levelTime):
-				d.hold = true // it goes at its level time: no need of the wheel
+			case s.Due.Equal(d.levelTime) && p.cfg.Delivery != ExactlyOnce:
+				// It goes at its level time: no need of the wheel. Not
+				// exactly once, which commits a transaction per batch:
+				// records read as the held ones go would make batches of
+				// one fetch, where the wheel hands out whole ones.
+				d.hold = true
 			default:
 				d.act = actWheel
 			}

@@ -131,6 +131,14 @@ func TestDecideReadAhead(t *testing.T) {
 			}
 		})
 	}
+	// Exactly once reads a record due at its level time ahead into the
+	// wheel, not into memory.
+	eo := testPolicy(t, map[string]string{"KDELAY_DELIVERY": ExactlyOnce})
+	for _, due := range []time.Duration{8 * time.Second, 9 * time.Second} {
+		if d := eo.decide(rec(due.String()), 4, at(6*time.Second), ahead); d.act != actWheel || d.hold || !d.sched.Due.Equal(at(due)) {
+			t.Errorf("exactly once, %s in level 4, 2s before: %s (hold %v) due %s, want the wheel at its due time", due, d.act, d.hold, d.sched.Due.Sub(ts))
+		}
+	}
 	// Within a longer read-ahead but due beyond the horizon (4s): not read
 	// ahead, its partition paused until its level time.
 	if d := p.decide(rec("8s"), 4, at(3500*time.Millisecond), 5*time.Second); d.act != actWait || d.hold || !d.wakeAt.Equal(at(8*time.Second)) {
