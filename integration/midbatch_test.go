@@ -18,9 +18,13 @@ import (
 // the target (kfake SleepControl); the relay is killed while it is held,
 // then the request is let through, so its records land but their commit
 // never happens. The restarted relay (same data directory, static
-// membership) re-reads them: exactly the records in flight at the kill
-// come twice, all in flight at the kill (checkInFlight), and nothing else
-// does ("duplicates only for the batch in flight").
+// membership) re-reads them: every record of the held request and of those
+// behind it comes twice, and nothing that was not in flight at the kill
+// does ("duplicates only for the batch in flight"). A smaller request
+// acked just before the held one (the relay's produce of one batch can
+// go out in several) may come twice too: forwarded, its commit not yet
+// made; checkInFlight checks each duplicate against the commit read
+// right after the kill.
 func TestKill9MidBatch(t *testing.T) {
 	t.Parallel()
 	if suite.kfake == nil {
@@ -104,9 +108,10 @@ func TestKill9MidBatch(t *testing.T) {
 	s.await(keys, s.lastDue(keys).Add(restartReady), r2)
 	label := "kill -9 while a produce is held (mid-batch for sure)"
 	f := s.check(t, label, keys, -1)
-	s.checkInFlight(t, label, keys, f, ft)
-	if want := int(inFlight.Load()); f.duplicated != want {
-		t.Errorf("%s: %d duplicates, want exactly the %d records in flight at the kill", label, f.duplicated, want)
+	uncommitted := s.checkInFlight(t, label, keys, f, ft)
+	if held := int(inFlight.Load()); f.duplicated < held || f.duplicated > uncommitted {
+		t.Errorf("%s: %d duplicates, want the %d records of the held produce and at most the %d forwarded and uncommitted at the kill",
+			label, f.duplicated, held, uncommitted)
 	}
 	r2.stop()
 }
