@@ -77,6 +77,7 @@ func waitMetric(t *testing.T, p *relayProc, name string, atLeast float64) {
 // ones never arrive; the others arrive once, on time, which also measures
 // what the fire barrier costs in lateness.
 func TestCancelPaths(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "cancel", scenarioOpts{levels: "1s 2s 4s", targets: map[string]int32{"orders": 3}})
 	p := s.startRelay("", time.Minute)
 	// Level path: a delay of exactly level 2's duration is forwarded from
@@ -105,6 +106,7 @@ func TestCancelPaths(t *testing.T) {
 // directory, and, in the second run, without it: the cancelled records
 // stay cancelled, the others arrive (duplicates allowed after a kill).
 func TestCancelKill(t *testing.T) {
+	t.Parallel()
 	for _, keepDir := range []bool{true, false} {
 		name := map[bool]string{true: "with data dir", false: "without data dir"}[keepDir]
 		t.Run(name, func(t *testing.T) {
@@ -133,6 +135,7 @@ func TestCancelKill(t *testing.T) {
 // level); one stops while the records wait, its partitions move to the
 // other. Cancels written before and after the move hold.
 func TestCancelTwoRelays(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, "canceltwo", scenarioOpts{levels: "1s 2s 4s 8s", perLevel: 2, targets: map[string]int32{"orders": 3}})
 	a := s.startRelay("", time.Minute)
 	b := s.startRelay("", time.Minute)

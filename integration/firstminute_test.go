@@ -28,6 +28,7 @@ const envFirstMinuteRuns = "KDELAY_TEST_FIRST_MINUTE_RUNS"
 // real-broker step, kfake in the hermetic step); it never skips. Under
 // CI=true on the real tier, a broker that does not answer fails it.
 func TestFirstMinute(t *testing.T) {
+	t.Parallel()
 	runs := 20
 	if v := os.Getenv(envFirstMinuteRuns); v != "" {
 		n, err := strconv.Atoi(v)

@@ -118,6 +118,7 @@ func TestCancelPaths(t *testing.T) {
 // TestCancelReschedule: cancel then reschedule with the same id (Replace):
 // only the new record arrives, at its new due time.
 func TestCancelReschedule(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

@@ -58,6 +58,7 @@ func TestCancelledTopic(t *testing.T) {
 // restart that loses the data directory, and the audit copies arrive
 // inside the transactions.
 func TestCancelExactlyOnce(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders", "audit")
 	h.readCommitted = true
 	withAudit := func(c *config.Config) { exactlyOnce(c); c.CancelledTopic = "audit" }

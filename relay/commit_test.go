@@ -71,6 +71,7 @@ func doneSetRun(t *testing.T, limit int) (dups int, overflow float64) {
 // offset travels in the commit metadata, so a relay without the data
 // directory delivers none of it again.
 func TestDoneSetTravels(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	dups, overflow := doneSetRun(t, DefaultMetadataLimit)
 	if dups != 0 || overflow != 0 {
 		t.Errorf("with the done set: %d duplicates, %v overflows; want 0 and 0", dups, overflow)
@@ -80,6 +81,7 @@ func TestDoneSetTravels(t *testing.T) {
 // TestDoneSetOverflow: when the done set does not fit the metadata limit
 // it is left out and counted; the records are delivered again, none lost.
 func TestDoneSetOverflow(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	dups, overflow := doneSetRun(t, len(metaPrefix)+len("1s 2s 4s 8s / 1")+len(metaDone)+2)
 	if overflow == 0 || dups == 0 {
 		t.Errorf("with a tiny metadata limit: %d duplicates, %v overflows; want both > 0", dups, overflow)

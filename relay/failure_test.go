@@ -94,6 +94,7 @@ func TestOldUndeliverable(t *testing.T) {
 // retried, every other record, on its level and on the others, keeps
 // flowing on time; the missing-target records end as dead letters.
 func TestIsolation(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{"KDELAY_TARGET_MISSING_TIMEOUT": "3s"}, "orders")
 	h.start(nil).waitReady(t)
 	var good, bad []string
@@ -243,6 +244,7 @@ func faultyWheels(first func(*faultyStore)) (func(*Options), *atomic.Int64) {
 // from their commits, cascades waits through Kafka until a new wheel opens,
 // and delivers everything, none early.
 func TestWheelFull(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	opt, opened := faultyWheels(func(s *faultyStore) { s.addsLeft.Store(40); s.armed.Store(true) })
 	rr := h.start(nil, opt)
@@ -281,6 +283,7 @@ func TestWheelDamaged(t *testing.T) {
 // tmpfs and 8 MB of records wait in the wheel. Nothing lost, nothing
 // early, delivery goes on. Needs root (mount).
 func TestDiskFull(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	dir := mountTmpfs(t, "4m")
 	h := newHarness(t, nil, "orders")
 	h.cfg.DataDir = dir
@@ -349,6 +352,7 @@ func mountTmpfs(t *testing.T, size string) string {
 // next one, on the same data directory, discards the old wheel and its
 // watermarks and delivers every record of the new topic.
 func TestTopicRecreated(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	first := keysOf("before", 120)
@@ -407,6 +411,7 @@ func partitionSet(n int32) map[int32]struct{} {
 // group's commit metadata), unless KDELAY_ALLOW_LEVEL_CHANGE. Back on the
 // old table, every record arrives at its time, none early.
 func TestLevelTableChanged(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

@@ -88,6 +88,7 @@ func grid(start time.Time, step time.Duration, n int) []time.Time {
 // TestSeriesEvery: an every series fires on its grid, each occurrence
 // once and never early, until its count; another until its until.
 func TestSeriesEvery(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	for _, mode := range []string{AtLeastOnce, ExactlyOnce} {
 		t.Run(mode, func(t *testing.T) {
 			h := newHarness(t, nil, "orders")
@@ -110,6 +111,7 @@ func TestSeriesEvery(t *testing.T) {
 // TestSeriesCatchUp: a relay down for several periods fires a series
 // once for the latest occurrence it missed, then goes on on the grid.
 func TestSeriesCatchUp(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	var c skewClock
 	rr := h.start(nil, c.opt())
@@ -141,6 +143,7 @@ func TestSeriesCatchUp(t *testing.T) {
 // the spring-forward change of 2027-03-14 (02:00 EST -> 03:00 EDT): its
 // seconds in 01:59 local are 06:59 UTC, those in 03:00 local 07:00 UTC.
 func TestSeriesCronDST(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	var c skewClock
 	c.set(time.Date(2027, 3, 14, 6, 59, 53, 0, time.UTC))
@@ -166,6 +169,7 @@ func TestSeriesCronDST(t *testing.T) {
 // TestSeriesCancel: a cancel of the id stops the series; a replacement
 // (cancel, then a new record with the id) runs instead of it.
 func TestSeriesCancel(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)
@@ -251,6 +255,7 @@ func TestSeriesBadInput(t *testing.T) {
 // (the second read a level later, after the first's next occurrence
 // landed).
 func TestSeriesDuplicateDropped(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

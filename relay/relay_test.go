@@ -24,6 +24,7 @@ import (
 // TestExactness: with levels 1s 2s 4s 8s, records at each level's delay and
 // at arbitrary delays are each forwarded once, never before their due time.
 func TestExactness(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)
@@ -179,6 +180,7 @@ func TestHeaderIsTruth(t *testing.T) {
 // acks the relay's client saw (a kgo hook), with produce responses held
 // back 20ms so that a commit sent before its acks cannot pass unseen.
 func TestCommitInvariant(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	cw := watchCommits(h, 20*time.Millisecond)
 	h.start(nil)
@@ -325,6 +327,7 @@ func keysOfMap[V any](m map[string]V) []string {
 // its data directory delivers everything, none early, and no duplicate
 // (collectAll reads the target to its end once the relay is idle).
 func TestRestart(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	keys := keysOf("rs", 200)
@@ -342,6 +345,7 @@ func TestRestart(t *testing.T) {
 // TestDataDirLost: a relay whose data directory is wiped before the restart
 // still loses nothing (the commit never passed what the wheel held).
 func TestDataDirLost(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	keys := keysOf("dl", 100)
@@ -365,6 +369,7 @@ func TestDataDirLost(t *testing.T) {
 // TestRebalance: two relays share the delay topic; one stops mid-run; every
 // record arrives, none early.
 func TestRebalance(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	a := h.start(nil)
 	h.start(func(c *config.Config) { c.DataDir = t.TempDir() })
@@ -487,6 +492,7 @@ func (s *startOffsets) OnFetchRecordUnbuffered(r *kgo.Record, _ bool) {
 // fetching after them (adjustStart), not at the committed offset: none of
 // them is fetched again, and all are delivered once.
 func TestRestartStartsPastWheel(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{"KDELAY_LEVELS": "1s 20s"}, "orders")
 	rr := h.start(nil)
 	keys := keysOf("sw", 100)

@@ -24,6 +24,7 @@ import (
 // missing target (retries, then dead letters made from fired entries)
 // and series (a firing's next occurrence shares its decoded record).
 func TestReuseKeepsRecords(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	for _, mode := range []string{AtLeastOnce, ExactlyOnce} {
 		t.Run(mode, func(t *testing.T) {
 			h := newHarness(t, map[string]string{"KDELAY_TARGET_MISSING_TIMEOUT": "1s"}, "orders")

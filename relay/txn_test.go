@@ -21,6 +21,7 @@ func exactlyOnce(c *config.Config) { c.Delivery = ExactlyOnce }
 // directory and a spell of failing produces (aborted transactions); the
 // target is read to its end, so a late duplicate is seen.
 func TestExactlyOnce(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	h.readCommitted = true
 	rr := h.start(exactlyOnce)
