@@ -34,7 +34,7 @@
 # kfake broker), without -race (the guards check behaviour, not races).
 #
 # Usage: bash .ci/mutants.sh [name-substring ...]   (default: all)
-# KDELAY_MUTANT_JOBS (default 3) guards or mutants run at a time; reports
+# KDELAY_MUTANT_JOBS (default 4) guards or mutants run at a time; reports
 # are printed in mutant order once all have run. Prints one line per
 # mutant and `N killed, M survived`; exit 0 only when every mutant
 # applied, built, had passing guards on the clean tree and was killed.
@@ -46,7 +46,7 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/kdelay-mutants.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
 T0=$SECONDS
-JOBS="${KDELAY_MUTANT_JOBS:-3}"
+JOBS="${KDELAY_MUTANT_JOBS:-4}"
 MUTATE="$WORK/mutate"
 if ! go build -o "$MUTATE" ./internal/mutant/mutate; then
   echo "mutants: cannot build internal/mutant/mutate"
