@@ -214,6 +214,7 @@ func TestCancelTwoRelays(t *testing.T) {
 // delivered does nothing (no error, nothing counted), and a record with
 // the same id written after the cancel is delivered.
 func TestCancelAfterDelivery(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

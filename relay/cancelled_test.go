@@ -18,6 +18,7 @@ import (
 // kdelay-cancelled-at) and never to its target; a bad cancel (an
 // unparseable kdelay-cancel-before) is counted and changes nothing.
 func TestCancelledTopic(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders", "audit")
 	rr := h.start(func(c *config.Config) { c.CancelledTopic = "audit" })
 	rr.waitReady(t)

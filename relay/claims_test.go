@@ -32,6 +32,7 @@ import (
 // successor has. Nothing is lost and nothing comes twice (collectAll reads
 // the target to its end).
 func TestHandOverToAnotherRelay(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	a := h.start(nil)
 	a.waitReady(t)
@@ -216,6 +217,7 @@ func TestCancelRetention(t *testing.T) {
 // topic read_committed: a cancel written in a transaction that aborted
 // cancels nothing, one in a committed transaction cancels its record.
 func TestCancelInAbortedTransaction(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

@@ -210,6 +210,7 @@ func (c *countedSyncer) Sync() error {
 // records it passes). The broker checks, on each OffsetCommit of the
 // relay's group, that no Syncer the relay was handed is still unsynced.
 func TestCommitAfterWheelSync(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	st := &syncOrder{}
 	var commits, early atomic.Int64

@@ -118,6 +118,7 @@ func TestSecondRelaySameDataDir(t *testing.T) {
 // KDELAY_INSTANCE_ID, two exactly-once relays on one host get distinct
 // IDs, and a relay restarted on its data directory gets its own back.
 func TestTxnIDFromDataDir(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	h.readCommitted = true
 	a := h.start(exactlyOnce)

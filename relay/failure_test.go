@@ -47,6 +47,7 @@ func (h *harness) produceOld(key string, partition int32, age time.Duration, kv 
 // dead-lettered with their reason and their original timestamp, and do not
 // stop anything: the records written after them arrive.
 func TestOldUndeliverable(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{
 		"KDELAY_TARGET_DENY":            "secret*",
 		"KDELAY_TARGET_MISSING_TIMEOUT": "1s",
@@ -134,6 +135,7 @@ func TestIsolation(t *testing.T) {
 // KDELAY_RETRY_TIMEOUT, then the record is dead-lettered with the error as
 // its reason; records to other targets flow meanwhile.
 func TestUnclassifiedError(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{"KDELAY_RETRY_TIMEOUT": "1s"}, "orders", "odd")
 	h.start(nil).waitReady(t)
 	isOdd := h.isTopic("odd")
@@ -265,6 +267,7 @@ func TestWheelFull(t *testing.T) {
 // handed out; the relay sees the wheel's damage count grow, discards the
 // wheel and re-reads the partition, so the record still arrives.
 func TestWheelDamaged(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	opt, _ := faultyWheels(func(s *faultyStore) { s.hide.Store(3) })
 	rr := h.start(nil, opt)
@@ -518,6 +521,7 @@ func TestAbortedTransaction(t *testing.T) {
 // chosen partition) whose produce hangs does not stretch the shutdown past
 // KDELAY_SHUTDOWN_TIMEOUT, and the wheel is closed.
 func TestShutdownWithHeldCascade(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{"KDELAY_SHUTDOWN_TIMEOUT": "1s"}, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)
@@ -635,6 +639,7 @@ func TestStalledLiveness(t *testing.T) {
 // commit waits, every other partition flows; once the topic takes records
 // again the dead letter arrives.
 func TestDeadLetterTopicFailing(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

@@ -339,6 +339,7 @@ func (cw *commitWatch) check(t *testing.T) int {
 // read after its level time and forwarded directly; the others are read
 // ahead into the wheel and fire from it.
 func TestFIFOPerLevel(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

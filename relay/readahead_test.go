@@ -16,6 +16,7 @@ import (
 // the wheel still hands each out at its own due time, never when it was
 // read.
 func TestReadAheadIntoWheel(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

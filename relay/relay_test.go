@@ -253,6 +253,7 @@ func TestCommitInvariant(t *testing.T) {
 // TestBadInput: every kind of bad record ends in the dead-letter topic with
 // a readable reason while good records behind it keep flowing.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{
 		"KDELAY_TARGET_DENY":            "secret*",
 		"KDELAY_MAX_DELAY":              "1h",
@@ -387,6 +388,7 @@ func TestRebalance(t *testing.T) {
 // while and commits now and then; nothing is lost, nothing early, and no
 // commit (refused or not) passes a record whose produce was not acked.
 func TestProduceFaults(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	cw := watchCommits(h, 0)
 	h.start(nil).waitReady(t)
@@ -451,6 +453,7 @@ func TestProduceFaults(t *testing.T) {
 // leave the group, and its successor with the same ID takes the partitions
 // over without waiting for a session timeout. Everything arrives once.
 func TestStaticMembership(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, map[string]string{"KDELAY_INSTANCE_ID": "relay-0", "KDELAY_SESSION_TIMEOUT": "30s"}, "orders")
 	rr := h.start(nil)
 	rr.waitReady(t)

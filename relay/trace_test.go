@@ -53,6 +53,7 @@ func producerSpan(t *testing.T, trace1, span1 string) trace.SpanContext {
 // is the record's traceparent as produced, and arrives with a traceparent
 // naming that span; a record without one starts a new trace.
 func TestTraceContinuesProducerTrace(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

@@ -62,6 +62,7 @@ func TestExactlyOnce(t *testing.T) {
 // their commits (resyncPartition); a read_committed consumer sees every
 // record once, none early.
 func TestTxnCommitRefused(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
 	h := newHarness(t, nil, "orders")
 	h.readCommitted = true
 	var commits, refused atomic.Int64

@@ -26,6 +26,8 @@ import (
 // transaction's records a second time, and a read_committed consumer
 // would see them twice.
 func TestTxnCommitUnconfirmed(t *testing.T) {
+	t.Parallel() // waits on real time with a few records: runs beside the other waiting tests
+
 	h := newHarness(t, map[string]string{"KDELAY_SESSION_TIMEOUT": "6s"}, "orders") // kfake's least; txnWait 3s
 	h.readCommitted = true
 	// The test's own client ends the relay's transaction in its place,
