@@ -194,7 +194,7 @@ func (r *Relay) collectWheel(ctx context.Context, started *attempts, now time.Ti
 	fired := r.pool.fired[:0]
 	defer func() { clear(fired); r.pool.fired = fired[:0] }()
 	var bad map[int32]bool // partitions with an entry that does not decode (none: nil)
-	n, err := r.wheel.Expire(r.fireLimit(now).UnixMilli(), max, func(e wheel.Entry) {
+	n, err := r.wheel.ExpireView(r.fireLimit(now).UnixMilli(), max, func(e wheel.Entry) {
 		it, ok := r.fromWheel(e)
 		switch {
 		case it != nil:
@@ -274,8 +274,9 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 		return nil, true
 	}
 	f := r.newFire()
+	f.payload = append(f.payload[:0], e.Payload...) // e.Payload is the wheel's until this returns
 	rec := &f.orig
-	err := decodePayloadInto(rec, f.hs[:0], e.Payload)
+	err := decodePayloadInto(rec, f.hs[:0], f.payload)
 	var target string
 	var partition int32
 	if err == nil {
@@ -301,16 +302,24 @@ func (r *Relay) fromWheel(e wheel.Entry) (*item, bool) {
 // wheelFire is what firing a wheel entry builds, in one allocation: the
 // item, the decoded record, with room for its headers (more grow on their
 // own), and the storage of its forward. They live as long as the item
-// does.
+// does. The payload the record is decoded from is a buffer of its own,
+// which a reused wheelFire keeps (giveBack), so that a burst's payloads
+// are copied into storage already allocated instead of new storage each.
 type wheelFire struct {
-	it   item
-	orig kgo.Record
-	hs   [3]kgo.RecordHeader // the producer's: a target and a schedule, often an ID
-	fwd  forwardBuf
+	it      item
+	orig    kgo.Record
+	hs      [3]kgo.RecordHeader // the producer's: a target and a schedule, often an ID
+	fwd     forwardBuf
+	payload []byte // the wheel entry's payload; orig's slices alias it
 }
 
-// fireChunk is how many wheelFires one allocation holds (64 of 968
-// bytes: 60 KiB), because one allocation per wheelFire (a 1 KiB object
+// keptPayload bounds the payload buffer a wheelFire keeps for reuse: a
+// burst of large records must not leave the pool holding a large buffer
+// per wheelFire.
+const keptPayload = 8 << 10
+
+// fireChunk is how many wheelFires one allocation holds (64 of 992
+// bytes: 62 KiB), because one allocation per wheelFire (a 1 KiB object
 // with pointers: zeroed, typed and swept each) costs the loop's CPU per
 // fired record; a chunk is zeroed in one go. A chunk stays in memory while
 // one of its wheelFires is in use or free for reuse (itemPool).
@@ -398,7 +407,11 @@ func (r *Relay) giveBack(it *item) {
 	case it.pair != nil:
 	case it.fire != nil:
 		f := it.fire
+		buf := f.payload[:0]
 		*f = wheelFire{}
+		if cap(buf) <= keptPayload {
+			f.payload = buf
+		}
 		p.freeFires = append(p.freeFires, f)
 	case it.pooled:
 		if f := it.fwd; f != nil {

@@ -201,8 +201,8 @@ func (s *faultyStore) Add(now int64, e wheel.Entry) error {
 	return s.Store.Add(now, e)
 }
 
-func (s *faultyStore) Expire(now int64, max int, fn func(wheel.Entry)) (int, error) {
-	return s.Store.Expire(now, max, func(e wheel.Entry) {
+func (s *faultyStore) ExpireView(now int64, max int, fn func(wheel.Entry)) (int, error) {
+	return s.Store.ExpireView(now, max, func(e wheel.Entry) {
 		if s.hide.Load() > 0 {
 			s.hide.Add(-1)
 			s.corrupt.Add(1)

@@ -8,7 +8,7 @@ import "github.com/kdelay/kdelay/wheel"
 // it discard the store and re-read its partitions from Kafka (wheel.go).
 type Store interface {
 	Add(now int64, e wheel.Entry) error
-	Expire(now int64, max int, fn func(wheel.Entry)) (int, error)
+	ExpireView(now int64, max int, fn func(wheel.Entry)) (int, error)
 	NextExpiry() (int64, bool)
 	Stage(now, lead int64, budget int) (bool, error)
 	Done(partition int32, offset int64) error

@@ -275,13 +275,45 @@ func BenchmarkTickSort(b *testing.B) {
 // handed out in batches of 4096 (the relay's MaxBatch), each marked done,
 // one Flush per batch. This is kdelay-bench's wheel scenario without the
 // broker: ns/entry is the whole hand-out, the tick's scan included;
-// first-ms the time to the first entry (the scan of the tick).
+// first-ms the time to the first entry (the scan of the tick). Two ways
+// to take the payloads, each ending with the caller holding a copy of the
+// last 8192 (the relay's two batches in flight): keep, Expire's own copy
+// of each; view, ExpireView's payload copied into one of 8192 buffers
+// reused round the ring, as the relay copies into its reused wheelFires.
 func BenchmarkWheelExpireBurst(b *testing.B) {
-	const n, parts, run = 200_000, 4, 100
 	size := 1024
 	if os.Getenv("KDELAY_WHEEL_BENCH_PAYLOAD") != "" {
 		size = benchPayloadSize(b)
 	}
+	b.Run("keep", func(b *testing.B) {
+		held := make([][]byte, 8192)
+		i := 0
+		expireBurst(b, size, func(w *Wheel, now int64, max int, fn func(Entry)) (int, error) {
+			return w.Expire(now, max, func(e Entry) {
+				held[i%len(held)] = e.Payload
+				i++
+				fn(e)
+			})
+		})
+	})
+	b.Run("view", func(b *testing.B) {
+		held := make([][]byte, 8192)
+		i := 0
+		expireBurst(b, size, func(w *Wheel, now int64, max int, fn func(Entry)) (int, error) {
+			return w.ExpireView(now, max, func(e Entry) {
+				k := i % len(held)
+				held[k] = append(held[k][:0], e.Payload...)
+				i++
+				fn(e)
+			})
+		})
+	})
+}
+
+// expireBurst is BenchmarkWheelExpireBurst with payloads of size bytes,
+// handed out by expire.
+func expireBurst(b *testing.B, size int, expire func(w *Wheel, now int64, max int, fn func(Entry)) (int, error)) {
+	const n, parts, run = 200_000, 4, 100
 	payload := make([]byte, size)
 	due := t0 + 5000
 	b.ReportAllocs()
@@ -307,7 +339,7 @@ func BenchmarkWheelExpireBurst(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		for got := 0; got < n; {
-			k, err := w.Expire(due, 4096, done)
+			k, err := expire(w, due, 4096, done)
 			if err != nil {
 				b.Fatal(err)
 			}

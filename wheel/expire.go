@@ -165,6 +165,21 @@ func (w *Wheel) alive(h *entryHeader) bool {
 // allocation stays in memory while one of its payloads is referenced). fn
 // may call Done, SetHandled and Add, not Expire.
 func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
+	return w.expire(now, max, true, fn)
+}
+
+// ExpireView is [Wheel.Expire] without the copy of each payload: the
+// payload passed to fn is the wheel's own storage (what it read, wrote or
+// maps), valid only until fn returns or calls Add, whichever comes first.
+// A caller that copies each payload into storage of its own, reused once
+// the entry is forwarded, saves an allocation per entry and the garbage
+// collection of a burst's payloads.
+func (w *Wheel) ExpireView(now int64, max int, fn func(Entry)) (int, error) {
+	return w.expire(now, max, false, fn)
+}
+
+// expire is Expire, or ExpireView when keep is false.
+func (w *Wheel) expire(now int64, max int, keep bool, fn func(Entry)) (int, error) {
 	if err := w.usable(); err != nil {
 		return 0, err
 	}
@@ -186,7 +201,7 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 			}
 			q.head++
 			if k := c.key(); !w.lastOK || k != w.lastK {
-				if w.deliver(*c, w.removed, fn) {
+				if w.deliver(*c, w.removed, keep, fn) {
 					w.lastK, w.lastOK = k, true
 					n++
 				}
@@ -205,7 +220,7 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 			if w.lastOK && k == w.lastK {
 				continue // the same entry added twice
 			}
-			if w.deliver(c, fromLate || w.removed, fn) {
+			if w.deliver(c, fromLate || w.removed, keep, fn) {
 				w.lastK, w.lastOK = k, true
 				n++
 			}
@@ -790,10 +805,12 @@ func (w *Wheel) segment(id uint32) *segment {
 	return nil
 }
 
-// deliver reads c back and hands it to fn if it is still pending. check
-// false says that it is: c was found pending by the scan (drainStage), and
-// nothing was done, trimmed or dropped since that scan began.
-func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
+// deliver reads c back and hands it to fn if it is still pending, its
+// payload a copy the caller may keep when keep is true, else a view of the wheel's storage.
+// check false says that it is: c was found pending by the scan
+// (drainStage), and nothing was done, trimmed or dropped since that scan
+// began.
+func (w *Wheel) deliver(c cand, check, keep bool, fn func(Entry)) bool {
 	p := w.lookup(c.part)
 	if p == nil || (check && !p.pending.has(c.off)) {
 		return false
@@ -828,14 +845,16 @@ func (w *Wheel) deliver(c cand, check bool, fn func(Entry)) bool {
 	}
 	var payload []byte
 	if n := size - entryHeaderSize; n > 0 {
-		payload = w.payloadBuf(n)
-		copy(payload, r[entryHeaderSize:size])
-	}
-	if w.mappedRead >= releaseBytes {
-		w.releaseMapped() // a burst: handed out from one scan
+		payload = r[entryHeaderSize:size:size]
+		if keep {
+			payload = append(w.payloadBuf(n)[:0], payload...)
+		}
 	}
 	w.flight.push(inflight{due: c.due, off: c.off, part: c.part})
 	fn(Entry{Due: c.due, Partition: c.part, Offset: c.off, Payload: payload})
+	if w.mappedRead >= releaseBytes {
+		w.releaseMapped() // a burst: handed out from one scan; after fn, which may read a view
+	}
 	return true
 }
 
