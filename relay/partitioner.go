@@ -25,11 +25,15 @@ func withManual(ctx context.Context, m *manualMark) context.Context {
 }
 
 func manualOf(r *kgo.Record) *manualMark {
-	if r.Context == nil {
+	switch c := r.Context.(type) {
+	case nil:
 		return nil
+	case *attemptCtx:
+		return c.mark // the attempt's own: no walk up its context chain, twice per record
+	default:
+		m, _ := c.Value(manualKey{}).(*manualMark)
+		return m
 	}
-	m, _ := r.Context.Value(manualKey{}).(*manualMark)
-	return m
 }
 
 // PartitionError is the produce error of a record whose chosen partition
