@@ -7,8 +7,10 @@
 // now in unix milliseconds. Add accepts an entry due at most Options.Horizon
 // (default 1h) after now; one due in the past comes out on the next Expire.
 // Expire(now, max, fn) hands out up to max entries with Due <= now in due
-// order, at millisecond precision, ties broken by partition then offset.
-// NextExpiry tells the caller how long it may sleep; Stage lets it do,
+// order, at millisecond precision, ties broken by partition then offset,
+// each payload a copy the caller keeps; ExpireView hands out a view of the
+// wheel's storage instead, for a caller that copies payloads into buffers
+// of its own. NextExpiry tells the caller how long it may sleep; Stage lets it do,
 // while it would sleep, the scan Expire does when a tick comes due, so that
 // a burst's first entry comes out at its due time. A handed-out entry is
 // in flight until Done; Done, SetHandled, Trim and Drop are persisted by the
@@ -75,6 +77,7 @@
 // # Concurrency
 //
 // A Wheel is not safe for concurrent use: the caller serialises every call.
-// The fn passed to Expire may call Done, SetHandled and Add, not Expire.
+// The fn passed to Expire or ExpireView may call Done, SetHandled and
+// Add, not Expire or ExpireView.
 // The compaction goroutine is internal: Close stops it and waits for it.
 package wheel

@@ -170,7 +170,8 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 
 // ExpireView is [Wheel.Expire] without the copy of each payload: the
 // payload passed to fn is the wheel's own storage (what it read, wrote or
-// maps), valid only until fn returns or calls Add, whichever comes first.
+// maps), valid only until fn returns or calls Add, whichever comes first,
+// and not to be modified.
 // A caller that copies each payload into storage of its own, reused once
 // the entry is forwarded, saves an allocation per entry and the garbage
 // collection of a burst's payloads.

@@ -776,6 +776,80 @@ func TestAddAndDoneInsideExpire(t *testing.T) {
 	}
 }
 
+// TestExpireViewPayloads: ExpireView hands out the payload each entry was
+// added with, whether the wheel reads it from a sealed segment's mapping,
+// the active segment, its write buffer or a scan's kept copy, and Expire's
+// copies are the same bytes, theirs to keep after later entries are read.
+func TestExpireViewPayloads(t *testing.T) {
+	payload := func(i int64) []byte {
+		return []byte(strings.Repeat(strconv.FormatInt(i, 10)+"-", 1+int(i%37)))
+	}
+	fill := func(w *Wheel) {
+		for i := range int64(600) {
+			mustAdd(t, w, t0, Entry{Due: t0 + 10 + i%50, Partition: int32(i % 3), Offset: i, Payload: payload(i)})
+			if i == 450 { // the rest stays in the write buffer
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	view, _ := openT(t, t.TempDir(), Options{SegmentBytes: 16 << 10}, t0) // rolls: sealed segments too
+	defer view.Close()
+	keep, _ := openT(t, t.TempDir(), Options{SegmentBytes: 16 << 10}, t0)
+	defer keep.Close()
+	fill(view)
+	fill(keep)
+	var kept [][]byte
+	var keptOff []int64
+	for k := 0; k < 600; {
+		n, err := keep.Expire(t0+100, 64, func(e Entry) {
+			kept, keptOff = append(kept, e.Payload), append(keptOff, e.Offset)
+		})
+		if err != nil || n == 0 {
+			t.Fatalf("Expire: %d, %v after %d", n, err, k)
+		}
+		k += n
+	}
+	seen := 0
+	for seen < 600 {
+		n, err := view.ExpireView(t0+100, 64, func(e Entry) {
+			if want := payload(e.Offset); !bytes.Equal(e.Payload, want) {
+				t.Errorf("ExpireView offset %d: payload %q, want %q", e.Offset, e.Payload, want)
+			}
+			if e.Offset != keptOff[seen] {
+				t.Errorf("ExpireView #%d: offset %d, Expire's %d", seen, e.Offset, keptOff[seen])
+			}
+			seen++
+		})
+		if err != nil || n == 0 {
+			t.Fatalf("ExpireView: %d, %v after %d", n, err, seen)
+		}
+	}
+	for i, p := range kept {
+		if want := payload(keptOff[i]); !bytes.Equal(p, want) {
+			t.Errorf("Expire offset %d: kept payload %q, want %q", keptOff[i], p, want)
+		}
+	}
+	// Added late, for ticks already handed out: read back from the
+	// active segment by itself, not from a scan's copy.
+	for i := range int64(40) {
+		mustAdd(t, view, t0+100, Entry{Due: t0 + 20, Partition: 3, Offset: i, Payload: payload(1000 + i)})
+	}
+	if err := view.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	late := 0
+	if _, err := view.ExpireView(t0+100, 100, func(e Entry) {
+		if want := payload(1000 + e.Offset); !bytes.Equal(e.Payload, want) {
+			t.Errorf("ExpireView late offset %d: payload %q, want %q", e.Offset, e.Payload, want)
+		}
+		late++
+	}); err != nil || late != 40 {
+		t.Fatalf("ExpireView of late entries: %d, %v", late, err)
+	}
+}
+
 func TestEachPending(t *testing.T) {
 	var s offsetSet
 	want := []int64{3, 64, 65, 4095, 4096, 9000, 20000}
