@@ -99,6 +99,21 @@ type relayProc struct {
 	code int           // exit code, valid after done
 	sig  syscall.Signal
 	gone bool // stopped or killed on purpose
+
+	fencedOK bool // an exit with relay.ErrFenced is expected (allowFencedExit)
+}
+
+// allowFencedExit accepts, from now on, that the relay stops on its own
+// with relay.ErrFenced (exit code 1, "relay: fenced" in its log): what an
+// exactly-once relay does when its producer cannot recover from a fence,
+// so that its supervisor starts it again. Any other exit still fails the
+// test.
+func (p *relayProc) allowFencedExit() { p.fencedOK = true }
+
+// fencedExit reports whether the relay exited with relay.ErrFenced and
+// allowFencedExit accepts that.
+func (p *relayProc) fencedExit() bool {
+	return p.fencedOK && p.exited() && p.code == 1 && strings.Contains(p.logText(), "relay: fenced")
 }
 
 // freePort returns a port that nothing listened on a moment ago. A child
@@ -261,6 +276,10 @@ func (p *relayProc) stop() {
 		p.dumpLog(40)
 		p.t.Fatalf("%s: did not exit within 40s of SIGTERM", p.name)
 	}
+	if p.fencedExit() {
+		p.t.Logf("%s: had stopped on its own, fenced (exit 1)", p.name)
+		return
+	}
 	if p.code != 0 {
 		p.dumpLog(40)
 		p.t.Fatalf("%s: exit code %d after SIGTERM, want 0", p.name, p.code)
@@ -283,6 +302,11 @@ func (p *relayProc) kill() {
 func (p *relayProc) checkAlive() {
 	p.t.Helper()
 	if p.exited() && !p.gone {
+		if p.fencedExit() {
+			p.gone = true
+			p.t.Logf("%s: stopped on its own, fenced (exit 1, for its supervisor to start it again)", p.name)
+			return
+		}
 		p.dumpLog(60)
 		p.t.Fatalf("%s: exited on its own with code %d", p.name, p.code)
 	}
