@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kdelay/kdelay/relay"
 )
 
 // childEnv is the environment of a kdelay child: this process's
@@ -104,7 +106,7 @@ type relayProc struct {
 }
 
 // allowFencedExit accepts, from now on, that the relay stops on its own
-// with relay.ErrFenced (exit code 1, "relay: fenced" in its log): what an
+// with relay.ErrFenced (exit code 1, the error in its log): what an
 // exactly-once relay does when its producer cannot recover from a fence,
 // so that its supervisor starts it again. Any other exit still fails the
 // test.
@@ -113,7 +115,7 @@ func (p *relayProc) allowFencedExit() { p.fencedOK = true }
 // fencedExit reports whether the relay exited with relay.ErrFenced and
 // allowFencedExit accepts that.
 func (p *relayProc) fencedExit() bool {
-	return p.fencedOK && p.exited() && p.code == 1 && strings.Contains(p.logText(), "relay: fenced")
+	return p.fencedOK && p.exited() && p.code == 1 && strings.Contains(p.logText(), relay.ErrFenced.Error())
 }
 
 // freePort returns a port that nothing listened on a moment ago. A child

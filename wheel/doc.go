@@ -10,8 +10,9 @@
 // order, at millisecond precision, ties broken by partition then offset,
 // each payload a copy the caller keeps; ExpireView hands out a view of the
 // wheel's storage instead, for a caller that copies payloads into buffers
-// of its own. NextExpiry tells the caller how long it may sleep; Stage lets it do,
-// while it would sleep, the scan Expire does when a tick comes due, so that
+// of its own. NextExpiry tells the caller how long it may sleep; Stage
+// lets it do, while it would sleep, the scan Expire does when a tick comes
+// due, so that
 // a burst's first entry comes out at its due time. A handed-out entry is
 // in flight until Done; Done, SetHandled, Trim and Drop are persisted by the
 // next Flush, which is a group commit: one write and, by Options.Sync, one

@@ -170,11 +170,10 @@ func (w *Wheel) Expire(now int64, max int, fn func(Entry)) (int, error) {
 
 // ExpireView is [Wheel.Expire] without the copy of each payload: the
 // payload passed to fn is the wheel's own storage (what it read, wrote or
-// maps), valid only until fn returns or calls Add, whichever comes first,
-// and not to be modified.
-// A caller that copies each payload into storage of its own, reused once
-// the entry is forwarded, saves an allocation per entry and the garbage
-// collection of a burst's payloads.
+// maps), not to be modified, and valid only until fn returns or calls Add,
+// whichever comes first. A caller that copies each payload into storage of
+// its own, reused once the entry is forwarded, saves an allocation per
+// entry and the garbage collection of a burst's payloads.
 func (w *Wheel) ExpireView(now int64, max int, fn func(Entry)) (int, error) {
 	return w.expire(now, max, false, fn)
 }
@@ -807,10 +806,10 @@ func (w *Wheel) segment(id uint32) *segment {
 }
 
 // deliver reads c back and hands it to fn if it is still pending, its
-// payload a copy the caller may keep when keep is true, else a view of the wheel's storage.
-// check false says that it is: c was found pending by the scan
-// (drainStage), and nothing was done, trimmed or dropped since that scan
-// began.
+// payload a copy the caller may keep when keep is true, else a view of the
+// wheel's storage. check false says that it is pending: c was found so by
+// the scan (drainStage), and nothing was done, trimmed or dropped since
+// that scan began.
 func (w *Wheel) deliver(c cand, check, keep bool, fn func(Entry)) bool {
 	p := w.lookup(c.part)
 	if p == nil || (check && !p.pending.has(c.off)) {
