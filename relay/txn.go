@@ -140,8 +140,10 @@ var ErrFenced = errors.New("relay: fenced: another producer took over this relay
 // fenceLimit fences within fenceWindow make a relay stop with ErrFenced:
 // one fence is what a relay that stood still past its transaction timeout
 // meets on waking (the coordinator aborted its transaction and bumped the
-// epoch; franz-go takes a new one and the relay goes on), fences in a row
-// mean another live producer uses the ID.
+// epoch), fences in a row mean another live producer uses the ID. The
+// relay goes on after a fence that franz-go recovers its producer ID
+// from; after one it cannot (PRODUCER_FENCED), the next Begin fails and
+// the relay stops with ErrFenced however few fences it counted.
 const (
 	fenceLimit  = 3
 	fenceWindow = time.Minute
