@@ -107,6 +107,7 @@ func newBench(ctx context.Context, o *options) (*bench, error) {
 	if o.relayMode == "exec" {
 		b.results.RelayGoEnv = relayGoEnv()
 	}
+	b.results.Warmup = o.warmup
 	b.results.Command = "go run ./cmd/kdelay-bench " + strings.Join(os.Args[1:], " ")
 	b.results.Revision = revision(ctx)
 	return b, nil
@@ -170,6 +171,7 @@ func (b *bench) runAll(ctx context.Context) (*results, error) {
 		}
 		return r
 	}
+	b.warmUp(ctx)
 	for rep := range b.o.repeat {
 		modes := roundModes(b.o.deliveries, rep)
 		for _, size := range b.o.sizes {
@@ -359,6 +361,8 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	if err := b.prime(ctx, r, tab, nm, col, rp); err != nil {
 		return r, err
 	}
+	samp := b.startDrainSampler(ctx, rp)
+	defer samp.stop()
 	cpu0, cpuOK := rp.cpuSeconds()
 	start := time.Now()
 	lead := b.lead(n, size)
@@ -430,10 +434,41 @@ func (b *bench) throughput(ctx context.Context, scenario, mode string, size, rep
 	b.relayStats(r, rp)
 	recs, dups, bad := col.finish(500 * time.Millisecond)
 	r.fill(recs, dups, bad)
+	r.setDrainCPU(samp.stop())
 	if scenario == "direct" && r.ViaWheel > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("WARNING: %d records were read ahead into the wheel: not a clean level-path burst", r.ViaWheel))
 	}
 	return r, werr
+}
+
+// warmUp runs --warmup rounds of the requested bursts, as a measured
+// round runs them, and keeps none of their figures: the rounds that count
+// then meet a broker whose JIT has compiled the paths a burst makes hot.
+// Its topics are apart from the measured rounds' (rounds after the last).
+func (b *bench) warmUp(ctx context.Context) {
+	for w := range b.o.warmup {
+		rep := b.o.repeat + w
+		for _, size := range b.o.sizes {
+			for _, sc := range []string{"ceiling", "serial", "pipelined", "direct", "level", "wheel"} {
+				modes := b.o.deliveries
+				if sc == "ceiling" || sc == "serial" || sc == "pipelined" {
+					modes = []string{atLeastOnce}
+				}
+				for _, mode := range modes {
+					if !b.o.scenarios[sc] || ctx.Err() != nil {
+						continue
+					}
+					r, err := b.throughput(ctx, sc, mode, size, rep)
+					switch {
+					case err != nil:
+						fmt.Fprintf(b.o.stderr, "warm-up, not kept: %s %dB: %v\n", sc, size, err)
+					case r != nil:
+						fmt.Fprintf(b.o.stderr, "warm-up, not kept: %s\n", r.summary())
+					}
+				}
+			}
+		}
+	}
 }
 
 // primerKey is the key of the record a burst's relay forwards before the

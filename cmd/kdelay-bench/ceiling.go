@@ -69,6 +69,8 @@ func (b *bench) ceiling(ctx context.Context, r *result, nm names, tag string) (*
 	if err != nil {
 		return r, err
 	}
+	samp := b.startDrainSampler(ctx, nil)
+	defer samp.stop()
 	start := time.Now()
 	stamp(start)
 	r.DueMs = start.UnixMilli()
@@ -82,6 +84,7 @@ func (b *bench) ceiling(ctx context.Context, r *result, nm names, tag string) (*
 	}
 	got, dups, bad := col.finish(200 * time.Millisecond)
 	r.fill(got, dups, bad)
+	r.setDrainCPU(samp.stop())
 	if werr == nil {
 		werr = clientCPU(ctx, r, cl, build(warm, r.Records))
 	}

@@ -134,6 +134,8 @@ type options struct {
 	cpuProfile       string
 	traceFile        string
 	brokerGCLog      string
+	brokerPID        int
+	warmup           int
 	memProfile       string
 	progress         bool
 	wheelSync        string
@@ -165,6 +167,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.partitions, "partitions", 4, "partitions per level (KDELAY_PARTITIONS_PER_LEVEL), of the pipes' source topic and of the target topics")
 	fs.IntVar(&o.maxBatch, "batch", 4096, "records per poll of the serial and pipelined pipes (the relay's MaxBatch is 4096)")
 	fs.IntVar(&o.repeat, "repeat", 1, "run ceiling, serial, pipelined, level, wheel and duerate this many times, interleaved; goals are checked on medians, each run's value and the range are printed")
+	fs.IntVar(&o.warmup, "warmup", 1, "rounds of the requested bursts (ceiling, serial, pipelined, direct, level, wheel) run before the measured ones and not kept: a broker's JIT compiles the code paths a load makes hot for minutes after it starts, so a first round meets a colder broker than the next (quick: 0)")
 	fs.IntVar(&o.recoveryRecords, "recovery-records", 1_000_000, "records pending in the wheel at the restart")
 	fs.DurationVar(&o.recoveryLead, "recovery-lead", 0, "time from the start of the recovery pre-load to the first due time; default 30s + records/8000 s")
 	fs.StringVar(&dueRates, "due-rate", "10000,50000", "records coming due per second in the duerate scenario, comma list: one run per rate (quick: 1000)")
@@ -177,6 +180,7 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.sustainedRefine, "sustained-refine", 2, "sustained: halvings between the last rate held and the first not held")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (with --relay inproc: the relay's)")
 	fs.StringVar(&o.brokerGCLog, "broker-gc-log", "", "the broker's JVM GC log (-Xlog:gc with time stamps; .ci/kafka.sh writes gc.log in its state directory): each run reports the broker's GC pauses while records came due, and which late windows one of them ends in")
+	fs.IntVar(&o.brokerPID, "broker-pid", 0, "the broker's process ID on this machine (.ci/kafka.sh writes KAFKA_PID to state.env in its state directory; Linux): every burst and ceiling run reports the CPU the relay, the broker (its JIT compiler threads apart), this process and the idle CPUs took per record while it drained")
 	fs.StringVar(&o.traceFile, "trace", "", "write a runtime execution trace of this process (with --relay inproc: the relay's loop, for `go tool trace`: where a late record waited)")
 	isTerm := false
 	if f, ok := stderr.(*os.File); ok {
@@ -243,6 +247,9 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 	if o.repeat < 1 {
 		return nil, fmt.Errorf("invalid --repeat %d", o.repeat)
 	}
+	if o.warmup < 0 {
+		return nil, fmt.Errorf("invalid --warmup %d", o.warmup)
+	}
 	if o.partitions < 1 {
 		return nil, fmt.Errorf("invalid --partitions %d", o.partitions)
 	}
@@ -258,6 +265,9 @@ func parseOptions(args []string, stdout, stderr io.Writer) (*options, error) {
 		}
 		if !set("records") {
 			o.records = 3000
+		}
+		if !set("warmup") {
+			o.warmup = 0
 		}
 		if !set("recovery-records") {
 			o.recoveryRecords = 20_000

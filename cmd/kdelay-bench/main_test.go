@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,46 @@ func TestQuick(t *testing.T) {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
 		}
+	}
+}
+
+// TestQuickWarmup runs a warm-up round before the measured one: its runs
+// are printed and not kept. The sampler of --broker-pid (this process as
+// the broker) runs beside them; kfake drains too fast for a figure.
+func TestQuickWarmup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the bench for a few seconds")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false", "--scenarios", "ceiling,level",
+		"--records", "1000", "--warmup", "1", "--broker-pid", strconv.Itoa(os.Getpid())}
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var res results
+	b, err := os.ReadFile(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range res.Results {
+		names = append(names, r.name())
+	}
+	if !slices.Equal(names, []string{"ceiling 100B", "level 100B"}) || res.Warmup != 1 {
+		t.Errorf("kept runs %v, warm-up rounds %d; want the measured ceiling and level only, 1", names, res.Warmup)
+	}
+	for _, want := range []string{"warm-up, not kept: == ceiling 100B", "warm-up, not kept: == level 100B"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "1 warm-up round(s) of the bursts not kept") {
+		t.Errorf("the header does not say a warm-up round ran:\n%s", stdout.String())
 	}
 }

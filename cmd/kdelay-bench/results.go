@@ -25,7 +25,10 @@ type results struct {
 	// RelayGoEnv lists the Go runtime variables (GOMEMLIMIT, GOGC,
 	// GODEBUG, GOMAXPROCS) the relay inherited from the bench's
 	// environment; empty: the runtime's defaults.
-	RelayGoEnv string            `json:"relay_go_env,omitempty"`
+	RelayGoEnv string `json:"relay_go_env,omitempty"`
+	// Warmup is how many rounds of the bursts ran before the measured
+	// ones, not kept (--warmup).
+	Warmup     int               `json:"warmup_rounds,omitempty"`
 	Machine    map[string]string `json:"machine"`
 	LoadBefore string            `json:"loadavg_before"`
 	LoadAfter  string            `json:"loadavg_after"`
@@ -155,6 +158,9 @@ type result struct {
 	// BrokerPauses is what the broker's JVM paused for GC between the
 	// first due time and the last delivery (--broker-gc-log).
 	BrokerPauses *pauseSummary `json:"broker_gc_pauses,omitempty"`
+	// DrainCPU is where the machine's CPU went while a burst drained
+	// (--broker-pid; draincpu.go).
+	DrainCPU *drainCPU `json:"drain_cpu,omitempty"`
 	// Breakdown says where the lateness lies: the relay's send, the
 	// produce round trip, the broker's GC (breakdown.go).
 	Breakdown *breakdown `json:"lateness_breakdown,omitempty"`
@@ -573,6 +579,9 @@ func (r *result) summary() string {
 	if l := r.breakdownLine(); l != "" {
 		fmt.Fprintf(&sb, "\n   %s", l)
 	}
+	if l := r.drainCPULine(); l != "" {
+		fmt.Fprintf(&sb, "\n   %s", l)
+	}
 	if rc := r.Recovery; rc != nil {
 		fmt.Fprintf(&sb, "\n   recovery: %d pending at stop, restart -> first delivery %s, restart -> ready %.2fs, VmRSS with pending %s",
 			rc.PendingAtStop, ms(rc.RestartToFirstDeliveryMs), rc.RestartToReadySeconds, mb(rc.RSSPending))
@@ -687,8 +696,12 @@ func markdown(res *results) string {
 	if res.RelayGoEnv != "" {
 		goEnv = res.RelayGoEnv
 	}
-	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s (%s); %s CPUs (%s), %s memory, %s; load average %s before, %s after\n\n",
-		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter)
+	warm := ""
+	if res.Warmup > 0 {
+		warm = fmt.Sprintf("; %d warm-up round(s) of the bursts not kept", res.Warmup)
+	}
+	fmt.Fprintf(&sb, "kdelay %s; broker %s; relay %s (%s); %s CPUs (%s), %s memory, %s; load average %s before, %s after%s\n\n",
+		res.Revision, res.Broker, res.Relay, goEnv, res.Machine["nproc"], res.Machine["cpu"], res.Machine["memory"], res.Machine["go"], res.LoadBefore, res.LoadAfter, warm)
 	sb.WriteString(goalsMarkdown(evaluate(res)))
 	fmt.Fprintf(&sb, "\n### Runs\n\n")
 	fmt.Fprintf(&sb, "| run | records | rec/s | vs ceiling | vs at-least-once | first record late | lateness p50 | p99 | p99.9 | max | p99 at consumer | early | dups | via wheel / direct | CPU µs/record (relay; ceiling, serial, pipelined: the bench's client) | CPU vs ceiling client | relay peak RSS (anon + file) |\n")
@@ -752,6 +765,7 @@ func markdown(res *results) string {
 		}
 	}
 	sb.WriteString(sustainedMarkdown(res))
+	sb.WriteString(drainCPUMarkdown(res))
 	var bds []string
 	for _, r := range res.Results {
 		if l := r.breakdownLine(); l != "" {
@@ -807,6 +821,7 @@ func mergeResults(files []string) (*results, error) {
 		if r.RelayGoEnv != "" && !strings.Contains(out.RelayGoEnv, r.RelayGoEnv) {
 			out.RelayGoEnv = strings.TrimSpace(out.RelayGoEnv + " " + r.RelayGoEnv)
 		}
+		out.Warmup = min(out.Warmup, r.Warmup) // what every merged run had at least
 		out.Results = append(out.Results, r.Results...)
 	}
 	if out == nil {
