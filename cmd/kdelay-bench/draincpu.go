@@ -161,8 +161,8 @@ func (s *drainSampler) stop() []cpuSample {
 func (s *drainSampler) sample() cpuSample {
 	c := cpuSample{at: time.Now(), jit: map[int]float64{}}
 	if s.relay > 0 {
-		_, c.relay, _ = readProcTicks(fmt.Sprintf("/proc/%d/stat", s.relay))
-		c.relayOK = c.relay > 0
+		_, v, err := readProcTicks(fmt.Sprintf("/proc/%d/stat", s.relay))
+		c.relay, c.relayOK = v, err == nil
 	}
 	if _, v, err := readProcTicks(fmt.Sprintf("/proc/%d/stat", s.broker)); err == nil {
 		c.broker, c.brokerOK = v, true
