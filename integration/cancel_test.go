@@ -149,9 +149,17 @@ func TestCancelTwoRelays(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the children's /metrics
 	}
 	a.stop()
+	before := time.Now()
 	s.cancelOn(cut[len(cut)/2:]...)
+	acked := time.Now()
 	s.await(keep, s.lastDue(keep).Add(time.Minute), b)
 	s.check(t, "cancel, two relays, one stops", keep, -1)
+	s.mu.Lock()
+	for _, k := range cut {
+		sr := s.sent[k]
+		t.Logf("DIAG %s due %s: cancel written %s, acked %s before due; arrived %d", k, sr.due.Format("15:04:05.000"), sr.due.Sub(before), sr.due.Sub(acked), len(s.obs.arrivals(k)))
+	}
+	s.mu.Unlock()
 	s.neverArrived(cut)
 	b.stop()
 }
