@@ -13,6 +13,37 @@ import (
 	"time"
 )
 
+// quickRun is what runQuick gives back: results.json as read back, the
+// output directory and what was printed.
+type quickRun struct {
+	res            results
+	out            string
+	stdout, stderr string
+}
+
+// runQuick runs the bench in --quick mode with the relay in process,
+// writing to a temporary directory, with the extra args, within timeout.
+func runQuick(t *testing.T, timeout time.Duration, extra ...string) quickRun {
+	t.Helper()
+	q := quickRun{out: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"--quick", "--relay", "inproc", "--out", q.out, "--progress=false"}, extra...)
+	if err := run(ctx, args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	q.stdout, q.stderr = stdout.String(), stderr.String()
+	b, err := os.ReadFile(filepath.Join(q.out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &q.res); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 // TestQuick runs the bench in --quick mode against kfake with the relay in
 // process, so that the tool cannot rot. It checks that every scenario
 // delivers everything, never early, in both delivery modes, that the
@@ -22,28 +53,13 @@ func TestQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the bench for a few seconds")
 	}
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false",
+	q := runQuick(t, 2*time.Minute,
 		"--scenarios", "ceiling,serial,pipelined,direct,level,wheel,duerate,recovery,sustained", "--delivery", "at-least-once,exactly-once",
 		"--records", "1000", "--recovery-records", "3000", "--recovery-lead", "3s", "--due-rate", "500", "--due-seconds", "2",
-		"--sustained-relays", "1,2", "--sustained-rates", "300", "--sustained-refine", "0"}
-	if err := run(ctx, args, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var res results
-	b, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+		"--sustained-relays", "1,2", "--sustained-rates", "300", "--sustained-refine", "0")
 	got := map[string]*result{}
 	var sustained []int // relay counts of the sustained steps
-	for _, r := range res.Results {
+	for _, r := range q.res.Results {
 		if r.Sustained != nil {
 			sustained = append(sustained, r.Sustained.Relays)
 			if r.DueRate != 300 || r.Sustained.OfferedRate == 0 {
@@ -60,7 +76,7 @@ func TestQuick(t *testing.T) {
 		// the arithmetic).
 		if r.mode() == exactlyOnce && r.Scenario != "duerate" {
 			partner := false
-			for _, p := range res.Results {
+			for _, p := range q.res.Results {
 				partner = partner || (p.Scenario == r.Scenario && p.mode() == atLeastOnce && p.Size == r.Size && p.Rep == r.Rep && p.Err == "")
 			}
 			if !partner {
@@ -120,14 +136,14 @@ func TestQuick(t *testing.T) {
 		t.Errorf("recovery: %+v, %d delivered", rc.Recovery, rc.Delivered)
 	}
 	for _, f := range []string{"results.md", "lateness-cdf.svg"} {
-		b, err := os.ReadFile(filepath.Join(out, f))
+		b, err := os.ReadFile(filepath.Join(q.out, f))
 		if err != nil || len(b) == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
 	for _, want := range []string{"| level 100B |", "### Sustained due rate", "| 2 | ", "| level 100B exactly-once |", "### Goals: ", "| issue 12 | level 100B exactly-once | "} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
+		if !strings.Contains(q.stdout, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, q.stdout)
 		}
 	}
 }
@@ -139,36 +155,21 @@ func TestQuickWarmup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the bench for a few seconds")
 	}
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	args := []string{"--quick", "--relay", "inproc", "--out", out, "--progress=false", "--scenarios", "ceiling,level",
-		"--records", "1000", "--warmup", "1", "--broker-pid", strconv.Itoa(os.Getpid())}
-	if err := run(ctx, args, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var res results
-	b, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
+	q := runQuick(t, time.Minute, "--scenarios", "ceiling,level",
+		"--records", "1000", "--warmup", "1", "--broker-pid", strconv.Itoa(os.Getpid()))
 	var names []string
-	for _, r := range res.Results {
+	for _, r := range q.res.Results {
 		names = append(names, r.name())
 	}
-	if !slices.Equal(names, []string{"ceiling 100B", "level 100B"}) || res.Warmup != 1 {
-		t.Errorf("kept runs %v, warm-up rounds %d; want the measured ceiling and level only, 1", names, res.Warmup)
+	if !slices.Equal(names, []string{"ceiling 100B", "level 100B"}) || q.res.Warmup != 1 {
+		t.Errorf("kept runs %v, warm-up rounds %d; want the measured ceiling and level only, 1", names, q.res.Warmup)
 	}
 	for _, want := range []string{"warm-up, not kept: == ceiling 100B", "warm-up, not kept: == level 100B"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		if !strings.Contains(q.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, q.stderr)
 		}
 	}
-	if !strings.Contains(stdout.String(), "1 warm-up round(s) of the bursts not kept") {
-		t.Errorf("the header does not say a warm-up round ran:\n%s", stdout.String())
+	if !strings.Contains(q.stdout, "1 warm-up round(s) of the bursts not kept") {
+		t.Errorf("the header does not say a warm-up round ran:\n%s", q.stdout)
 	}
 }
