@@ -139,8 +139,12 @@ func TestCancelTwoRelays(t *testing.T) {
 	s := newScenario(t, "canceltwo", scenarioOpts{levels: "1s 2s 4s 8s", perLevel: 2, targets: map[string]int32{"orders": 3}})
 	a := s.startRelay("", time.Minute)
 	b := s.startRelay("", time.Minute)
-	cut, keep := s.sendIDs("t", 200, 5500*time.Millisecond, 7900*time.Millisecond)
+	// Level 4 (8s), read 5s before its level time: from 3s on the records
+	// rest in the wheels, 7s to 9.4s before they are due, which leaves the
+	// stop and the second cancels seconds on a loaded machine.
+	cut, keep := s.sendIDs("t", 200, 10*time.Second, 12400*time.Millisecond)
 	s.cancelOn(cut[:len(cut)/2]...)
+	acked1 := time.Now()
 	deadline := time.Now().Add(time.Minute)
 	for a.metric("kdelay_records_wheeled_total")+b.metric("kdelay_records_wheeled_total") < 100 {
 		if time.Now().After(deadline) {
@@ -149,19 +153,39 @@ func TestCancelTwoRelays(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling the children's /metrics
 	}
 	a.stop()
-	before := time.Now()
 	s.cancelOn(cut[len(cut)/2:]...)
-	acked := time.Now()
+	acked2 := time.Now()
 	s.await(keep, s.lastDue(keep).Add(time.Minute), b)
 	s.check(t, "cancel, two relays, one stops", keep, -1)
-	s.mu.Lock()
-	for _, k := range cut {
-		sr := s.sent[k]
-		t.Logf("DIAG %s due %s: cancel written %s, acked %s before due; arrived %d", k, sr.due.Format("15:04:05.000"), sr.due.Sub(before), sr.due.Sub(acked), len(s.obs.arrivals(k)))
+	held := append(s.inTime(cut[:len(cut)/2], acked1), s.inTime(cut[len(cut)/2:], acked2)...)
+	if len(held) < len(cut)*3/4 {
+		t.Fatalf("only %d of %d cancels were acknowledged %s before their record's due time: too few to test the guarantee", len(held), len(cut), cancelMargin)
 	}
-	s.mu.Unlock()
-	s.neverArrived(cut)
+	s.neverArrived(held)
 	b.stop()
+}
+
+// cancelMargin is KDELAY_CANCEL_MARGIN's default: a cancel acknowledged at
+// least this long before a record's due time holds; a later one is best
+// effort.
+const cancelMargin = 100 * time.Millisecond
+
+// inTime returns the ids of cut whose cancel, acknowledged at acked, came
+// at least cancelMargin before their record's due time; it logs the others.
+func (s *scenario) inTime(cut []string, acked time.Time) []string {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ok []string
+	for _, k := range cut {
+		due := s.sent[k].due
+		if due.Sub(acked) >= cancelMargin {
+			ok = append(ok, k)
+			continue
+		}
+		s.t.Logf("cancel of %s acknowledged %s before its due time, under the margin (%s): best effort, %d arrivals", k, fmtDur(due.Sub(acked)), cancelMargin, len(s.obs.arrivals(k)))
+	}
+	return ok
 }
 
 // TestCancelMargin measures how close to the due time a cancel still holds
@@ -206,8 +230,8 @@ func TestCancelMargin(t *testing.T) {
 		before := due.Sub(acked[d])
 		t.Logf("MARGIN cancels written %s before the due time, acknowledged %s before it: %d of %d held",
 			fmtDur(d), fmtDur(before), held, per)
-		if before >= 100*time.Millisecond && held != per {
-			t.Errorf("cancels acknowledged %s before the due time (margin 100ms): only %d of %d held", fmtDur(before), held, per)
+		if before >= cancelMargin && held != per {
+			t.Errorf("cancels acknowledged %s before the due time (margin %s): only %d of %d held", fmtDur(before), cancelMargin, held, per)
 		}
 	}
 	p.stop()
